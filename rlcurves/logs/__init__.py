@@ -1,0 +1,12 @@
+"""Readers for real training logs: any tool's log in, a clean compute/reward curve out.
+
+``read_log(path)`` reads CSV/TSV, Parquet, JSON lines (flat, verl's file logger, PipelineRL's stats
+streams, the recipe's ``log.jsonl``), JSON (TRL's ``trainer_state.json``, W&B history dumps), W&B
+panel CSV exports and TensorBoard event files, derives the compute axis in GPU-hours (or keeps
+FLOPs), cleans resumed runs and sparse evaluations, and says in ``attrs`` what it chose and did.
+"""
+
+from .reader import FORMATS, read_log, read_logs
+from .wandb_live import read_wandb_run
+
+__all__ = ["FORMATS", "read_log", "read_logs", "read_wandb_run"]

@@ -1,0 +1,177 @@
+"""Which column is the reward, the step, the compute: explicit names win, detection says why.
+
+Detection never picks between equals: two candidates of the same rank (a verl log validating on
+two data sets, say) is an error that lists them and asks for ``reward=``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import pandas as pd
+
+from ..errors import RLCurvesError
+from ._raw import RawLog
+
+# Ranked groups, best first; names compared case-insensitively, '-' and ' ' read as '_'.
+REWARD_RANKS: tuple[tuple[str, ...], ...] = (
+    (
+        "val_pass_rate",
+        "eval_pass_rate",
+        "val/pass_rate",
+        "eval/pass_rate",
+        "eval_reward",
+        "val_reward",
+        "eval/reward",
+        "val/reward",
+        "test_reward",
+        "test/reward",
+        "test_success_mean",
+        "test_reward_mean",
+    ),
+    (
+        "reward",
+        "train_reward",
+        "train/reward",
+        "rewards/mean",
+        "critic/score/mean",
+        "success_mean",
+        "reward_mean",
+        "mean_reward",
+        "pass_rate",
+    ),
+)
+STEP_NAMES = (
+    "step",
+    "global_step",
+    "train/global_step",
+    "trainer/global_step",
+    "training/global_step",
+    "_step",
+    "trainer_model_version",
+    "iteration",
+    "iter",
+)
+GPU_HOURS_NAMES = (
+    "gpu_hours",
+    "gpuhours",
+    "compute",
+    "compute_gpu_hours",
+    "gpu_hours_total",
+    "total_gpu_hours",
+    "train/gpu_hours",
+    "compute/gpu_hours",
+    "perf/gpu_hours",
+)
+FLOPS_NAMES = (
+    "flops",
+    "total_flops",
+    "cumulative_flops",
+    "total_flos",
+    "train/flops",
+    "perf/total_flops",
+)
+SECONDS_NAMES = (
+    "_runtime",
+    "wall_seconds",
+    "time_since_start",
+    "elapsed_seconds",
+    "elapsed_s",
+    "elapsed",
+    "runtime",
+    "wall_time_seconds",
+    "train/runtime",
+)
+DURATION_NAMES = ("timing_s/step", "perf/time_per_step")
+# Names that read as seconds when given as compute= (they need gpus=).
+_SECONDS_HINT = re.compile(r"(runtime|seconds|_s$|time_since|elapsed|timing_s|wall)")
+_FLOPS_HINT = re.compile(r"(flops|flos)")
+
+
+def norm(name: object) -> str:
+    return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
+
+
+def find(frame: pd.DataFrame, names: Sequence[str]) -> list[str]:
+    """Columns of ``frame`` whose normalized name is in ``names``, in the order of ``names``."""
+    by_norm: dict[str, list[str]] = {}
+    for column in frame.columns:
+        by_norm.setdefault(norm(column), []).append(str(column))
+    found: list[str] = []
+    for name in names:
+        for column in by_norm.get(norm(name), []):
+            if column not in found:
+                found.append(column)
+    return found
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> bool:
+    return pd.api.types.is_numeric_dtype(frame[column]) and frame[column].notna().any()
+
+
+def _missing(raw: RawLog, role: str, name: str, fix: str) -> RLCurvesError:
+    columns = [str(c) for c in raw.frame.columns]
+    return RLCurvesError(
+        f"{raw.source}: no column {name!r} for {role}; columns found: {columns}. {fix}",
+        file=raw.source,
+        column=name,
+        columns=columns,
+    )
+
+
+def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
+    """(reward column, how it was chosen)."""
+    frame = raw.frame
+    if reward is not None:
+        if reward not in frame.columns:
+            close = find(frame, [reward])
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise _missing(raw, "the reward", reward, f"Pass reward='<one of these>'.{hint}")
+        if not _numeric(frame, reward):
+            raise RLCurvesError(
+                f"{raw.source}: reward column {reward!r} holds no numbers "
+                f"(dtype {frame[reward].dtype}). Pass reward= a numeric metric column.",
+                file=raw.source,
+                column=reward,
+                columns=[str(c) for c in frame.columns],
+            )
+        return reward, "explicit"
+    ranks = [*raw.reward_candidates, *REWARD_RANKS]
+    for rank in ranks:
+        found = [c for c in find(frame, rank) if _numeric(frame, c)]
+        if len(found) == 1:
+            return found[0], f"detected: {found[0]!r} (the best-ranked reward name present)"
+        if len(found) > 1:
+            raise RLCurvesError(
+                f"{raw.source}: several columns could be the reward: {found}; detection does "
+                f"not pick between them. Pass reward='{found[0]}' (or another).",
+                file=raw.source,
+                candidates=found,
+                columns=[str(c) for c in frame.columns],
+            )
+    columns = [str(c) for c in frame.columns]
+    raise RLCurvesError(
+        f"{raw.source}: no reward column recognized among the columns found: {columns}. "
+        "Pass reward='<column>' naming the validation metric to fit.",
+        file=raw.source,
+        columns=columns,
+    )
+
+
+def choose_step(raw: RawLog) -> str | None:
+    """The step (or step-like) column used to order records and find duplicates, if any."""
+    frame = raw.frame
+    names = [c for c in raw.step_candidates if c in frame.columns] + list(STEP_NAMES)
+    for column in find(frame, names):
+        if _numeric(frame, column):
+            return column
+    return None
+
+
+def seconds_hint(name: str) -> bool:
+    return bool(_SECONDS_HINT.search(norm(name)))
+
+
+def flops_hint(name: str) -> bool:
+    return bool(_FLOPS_HINT.search(norm(name)))

@@ -1,0 +1,419 @@
+"""read_log / read_logs: paths in, canonical (compute, reward[, run]) frames out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import RLCurvesError
+from ._raw import RawLog
+from .clean import clean_rows
+from .columns import choose_reward, choose_step
+from .compute import derive_compute, repair_restarts
+from .formats import (
+    LOADERS,
+    TABLE_SUFFIXES,
+    load_jsonl,
+    load_pipelinerl_folder,
+    load_recipe_folder,
+    load_table_text,
+    pipelinerl_stream_files,
+    trl_state_file,
+)
+from .tensorboard import event_files, is_event_file, load_tensorboard
+
+FORMATS = (
+    "auto",
+    "csv",
+    "tsv",
+    "parquet",
+    "jsonl",
+    "json",
+    "verl",
+    "wandb",
+    "wandb-csv",
+    "tensorboard",
+    "trl",
+    "pipelinerl",
+    "recipe",
+)
+CANONICAL = ("compute", "reward", "run")
+PathLike = str | os.PathLike
+
+
+def _check_format(format: str) -> None:
+    if format not in FORMATS:
+        raise RLCurvesError(
+            f"unknown format {format!r}; pass format= one of {list(FORMATS)}.",
+            format=format,
+            formats=list(FORMATS),
+        )
+
+
+def _run_folder_kind(folder: Path) -> str | None:
+    """The format of a folder that is one run by itself, or None."""
+    if (folder / "log.jsonl").is_file():
+        return "recipe"
+    if trl_state_file(folder) is not None:
+        return "trl"
+    if pipelinerl_stream_files(folder):
+        return "pipelinerl"
+    if event_files(folder):
+        return "tensorboard"
+    return None
+
+
+def _discover(folder: Path) -> list[Path]:
+    """Runs under a folder: run folders (not descended into) and log files, depth first."""
+    found: list[Path] = []
+    for child in sorted(folder.iterdir()):
+        if child.name.startswith("."):
+            continue
+        if child.is_dir():
+            found.extend([child] if _run_folder_kind(child) else _discover(child))
+        elif child.suffix.lower() in TABLE_SUFFIXES:
+            found.append(child)
+    return found
+
+
+def _load(path: Path, format: str) -> RawLog:
+    """One run's records from a file or a run folder."""
+    if path.is_dir():
+        kind = _run_folder_kind(path) if format == "auto" else format
+        if kind == "recipe":
+            raw = load_recipe_folder(path)
+            return raw
+        if kind == "trl":
+            state = trl_state_file(path)
+            if state is None:
+                raise RLCurvesError(
+                    f"{path}: no trainer_state.json here or in checkpoint-*/.", file=str(path)
+                )
+            raw = LOADERS["trl"](state)
+            raw.run = path.resolve().name
+            return raw
+        if kind == "pipelinerl":
+            if not pipelinerl_stream_files(path):
+                raise RLCurvesError(
+                    f"{path}: no streams/stats*/*/*/*.jsonl files here.", file=str(path)
+                )
+            return load_pipelinerl_folder(path)
+        if kind == "tensorboard":
+            return load_tensorboard(path, None if format == "auto" else format)
+        raise RLCurvesError(
+            f"{path}: a folder that is not one run by itself (no log.jsonl, trainer_state.json, "
+            "streams/stats or event files), and format={format!r} cannot read a folder.",
+            file=str(path),
+        )
+    if format == "tensorboard" or (format == "auto" and is_event_file(path)):
+        return load_tensorboard(path, None if format == "auto" else format)
+    if format != "auto" and format not in ("wandb",):
+        return LOADERS[format](path, format)
+    hint = None if format == "auto" else format
+    suffix = path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return LOADERS["parquet"](path, hint)
+    if suffix in (".csv", ".tsv", ".txt"):
+        return load_table_text(path, hint)
+    if suffix in (".jsonl", ".ndjson"):
+        if path.name == "log.jsonl" and hint is None:
+            raw = load_jsonl(path)
+            if raw.format == "recipe":
+                return LOADERS["recipe"](path)
+            return raw
+        return load_jsonl(path, hint)
+    if suffix == ".json":
+        return LOADERS["json"](path, hint)
+    raise RLCurvesError(
+        f"{path}: cannot tell the log format from the file name; pass format= one of "
+        f"{list(FORMATS[1:])}.",
+        file=str(path),
+        formats=list(FORMATS[1:]),
+    )
+
+
+def _split_runs(raw: RawLog, column: str) -> list[RawLog]:
+    """One RawLog per value of a column that names runs (a long table of several runs)."""
+    parts = []
+    for name, rows in raw.frame.groupby(column, sort=False).indices.items():
+        frame = raw.frame.iloc[rows].reset_index(drop=True)
+        nan_cells = {k: v[rows] for k, v in raw.nan_cells.items()}
+        part = RawLog(**{**raw.__dict__, "frame": frame, "nan_cells": nan_cells, "run": str(name)})
+        part.notes = [*raw.notes, f"rows of run {name!r} (column {column!r})"]
+        parts.append(part)
+    return parts
+
+
+def _curve(
+    raw: RawLog,
+    *,
+    compute: str | None,
+    reward: str | None,
+    gpus: float | None,
+    gpu_hours_per_step: float | None,
+) -> tuple[pd.DataFrame, dict]:
+    """One run's canonical frame (compute, reward, originals) and its attrs."""
+    reward_column, reward_how = choose_reward(raw, reward)
+    step = choose_step(raw)
+    axis = derive_compute(raw, step, compute, gpus, gpu_hours_per_step)
+    steps = raw.frame[step].to_numpy(dtype=float) if step is not None else None
+    repaired, restarts = repair_restarts(axis.values, steps, raw.source, repr(axis.columns[0]))
+    joined = ~np.isfinite(axis.values) & np.isfinite(repaired)
+    rows, report = clean_rows(raw, reward_column, step, repaired, joined)
+    if restarts["restarts"]:
+        report.insert(
+            0,
+            {
+                "step": "repair_compute_restart",
+                "rows": restarts["rows"],
+                "detail": f"compute went backwards {restarts['restarts']} time(s) (a restarted "
+                "clock); each later segment offset by the compute just before the drop",
+                "restarts": restarts["at"],
+            },
+        )
+    report = [*raw.cleaning, *report]
+    if rows.empty:
+        dropped = {e["step"]: e["rows"] for e in report if e["rows"]}
+        raise RLCurvesError(
+            f"{raw.source}: no usable rows: of {len(raw.frame)} records none has both a finite "
+            f"{reward_column!r} and a compute value (dropped: {dropped}). Pass reward= a metric "
+            f"that is logged (columns found: {[str(c) for c in raw.frame.columns]}).",
+            file=raw.source,
+            columns=[str(c) for c in raw.frame.columns],
+            dropped=dropped,
+        )
+    out = pd.DataFrame(
+        {
+            "compute": rows["__compute"].to_numpy(dtype=float),
+            "reward": rows[reward_column].to_numpy(dtype=float),
+        }
+    )
+    renamed = {}
+    for name in rows.columns:
+        if name == "__compute":
+            continue
+        if name in CANONICAL:
+            same_values = name == "reward" and reward_column == "reward"
+            same_values |= (
+                name == "compute"
+                and axis.columns == ["compute"]
+                and axis.how.startswith("GPU-hours")
+            )
+            if same_values or (name == "run" and raw.run_column == "run"):
+                continue
+            renamed[name] = f"{name}_original"
+        out[renamed.get(name, name)] = rows[name].to_numpy()
+    attrs = {
+        "source": raw.source,
+        "format": raw.format,
+        "format_how": raw.format_how,
+        "run": raw.run,
+        "reward": {"column": reward_column, "how": reward_how},
+        "compute": {"how": axis.how, "unit": axis.unit, "columns": axis.columns, **axis.settings},
+        "compute_unit": axis.unit,
+        "step": step,
+        "rows_read": len(raw.frame),
+        "rows_kept": len(out),
+        "cleaning": report,
+        "notes": raw.notes,
+        "renamed": renamed,
+        "meta": raw.meta,
+    }
+    return out, attrs
+
+
+def _check_paths(paths: Sequence[PathLike]) -> list[Path]:
+    out = []
+    for item in paths:
+        path = Path(item)
+        if not path.exists():
+            raise RLCurvesError(f"{path}: no such file or folder.", file=str(path))
+        out.append(path)
+    return out
+
+
+def read_log(
+    path: PathLike | Sequence[PathLike],
+    *,
+    format: str = "auto",
+    compute: str | None = None,
+    reward: str | None = None,
+    run: str | None = None,
+    gpus: float | None = None,
+    gpu_hours_per_step: float | None = None,
+) -> pd.DataFrame:
+    """Read a training log (or a folder of runs) into a clean compute/reward curve.
+
+    Parameters
+    ----------
+    path : str, Path or list of them
+        A log file (CSV/TSV, Parquet, JSON lines, JSON, TensorBoard event file), a run folder
+        (the recipe's run folder with ``log.jsonl``, a TRL output folder, a PipelineRL experiment,
+        a TensorBoard run folder), or a folder of runs (one run per file or sub-folder).
+    format : str
+        ``"auto"`` (detect), or one of ``csv tsv parquet jsonl json verl wandb wandb-csv
+        tensorboard trl pipelinerl recipe``.
+    compute : str, optional
+        Column holding the compute axis. A GPU-hours column as is; a FLOPs column (name with
+        "flops") kept in FLOPs; with ``gpus`` a seconds column; with ``gpu_hours_per_step`` a
+        step-counting column. Default: detected (see ``attrs["compute"]["how"]``).
+    reward : str, optional
+        Column holding the metric to fit. Default: detected, preferring validation metrics.
+    run : str, optional
+        Name of the run (default: the folder or file name). If it names a column of the log,
+        that column splits a long table into runs instead.
+    gpus : float, optional
+        Number of GPUs: compute = elapsed seconds x gpus / 3600.
+    gpu_hours_per_step : float, optional
+        GPU-hours per training step: compute = step x gpu_hours_per_step.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``compute``, ``reward`` (and ``run`` when there are several runs or ``run`` was
+        given), then the log's own columns (one named compute/reward/run that is not the source
+        of the canonical one is kept as ``<name>_original``). Rows in step order. ``attrs``
+        holds ``source``, ``format``, ``format_how``, ``reward`` and ``compute`` (column and how
+        chosen), ``compute_unit`` ("GPU-hours" or "FLOPs"), ``cleaning`` (a list of
+        ``{"step", "rows", "detail"}``, counts of what was dropped or repaired) and ``runs``
+        (these attrs per run).
+
+    Raises
+    ------
+    RLCurvesError
+        Unknown format, empty file, missing or ambiguous column, no usable rows; the message
+        names the file, the columns found and what to pass instead.
+    """
+    _check_format(format)
+    if isinstance(path, (str, os.PathLike)):
+        paths = [path]
+    else:
+        paths = list(path)
+    return read_logs(
+        paths,
+        format=format,
+        compute=compute,
+        reward=reward,
+        run=run,
+        gpus=gpus,
+        gpu_hours_per_step=gpu_hours_per_step,
+    )
+
+
+def read_logs(
+    paths: Sequence[PathLike],
+    *,
+    format: str = "auto",
+    compute: str | None = None,
+    reward: str | None = None,
+    run: str | Sequence[str] | None = None,
+    gpus: float | None = None,
+    gpu_hours_per_step: float | None = None,
+) -> pd.DataFrame:
+    """Several logs (files, run folders, folders of runs) into one frame with a ``run`` column.
+
+    Same arguments as :func:`read_log`, applied to every run; ``run`` may be a list with one
+    name per path. Runs must share a compute unit (all GPU-hours or all FLOPs).
+    """
+    _check_format(format)
+    if not paths:
+        raise RLCurvesError("no paths given: pass at least one log file or folder.")
+    checked = _check_paths(paths)
+    names: list[str | None]
+    if run is None or isinstance(run, str):
+        names = [run] * len(checked)
+    else:
+        names = list(run)
+        if len(names) != len(checked):
+            raise RLCurvesError(
+                f"run= has {len(names)} names for {len(checked)} paths; give one name per path.",
+                runs=names,
+            )
+    raws: list[RawLog] = []
+    for path, name in zip(checked, names, strict=False):
+        if path.is_dir() and _run_folder_kind(path) is None:
+            found = _discover(path)
+            if not found:
+                raise RLCurvesError(
+                    f"{path}: no logs found in this folder (looked for files ending in "
+                    f"{list(TABLE_SUFFIXES)}, run folders with log.jsonl, trainer_state.json "
+                    "or streams/stats, and TensorBoard event files).",
+                    file=str(path),
+                )
+            loaded = [_load(p, format) for p in found]
+            if name is not None:
+                raise RLCurvesError(
+                    f"{path}: run={name!r} names one run, but this folder holds {len(found)}; the "
+                    "runs are named after their files and folders.",
+                    file=str(path),
+                )
+        else:
+            loaded = [_load(path, format)]
+        for raw in loaded:
+            if name is not None and name in raw.frame.columns:
+                raws.extend(_split_runs(raw, name))
+            elif raw.run_column is not None:
+                raws.extend(_split_runs(raw, raw.run_column))
+            else:
+                if name is not None:
+                    raw.run = name
+                raws.append(raw)
+    _unique_run_names(raws)
+    curves = [
+        _curve(
+            raw, compute=compute, reward=reward, gpus=gpus, gpu_hours_per_step=gpu_hours_per_step
+        )
+        for raw in raws
+    ]
+    with_run_column = len(curves) > 1 or any(n is not None for n in names)
+    return _assemble(curves, with_run_column)
+
+
+def _unique_run_names(raws: list[RawLog]) -> None:
+    counts: dict[str, int] = {}
+    for raw in raws:
+        counts[str(raw.run)] = counts.get(str(raw.run), 0) + 1
+    for raw in raws:
+        if counts[str(raw.run)] > 1:
+            # Two runs with one name (log.jsonl in two folders of the same name): use the path.
+            raw.run = f"{raw.run} ({raw.source})"
+
+
+def _assemble(curves: list[tuple[pd.DataFrame, dict]], with_run_column: bool) -> pd.DataFrame:
+    units = {attrs["compute_unit"] for _, attrs in curves}
+    if len(units) > 1:
+        by_unit = {attrs["run"]: attrs["compute_unit"] for _, attrs in curves}
+        raise RLCurvesError(
+            f"the runs' compute axes are in different units ({by_unit}); pass compute=, gpus= or "
+            "gpu_hours_per_step= so that every run is in GPU-hours, or read them separately.",
+            units=by_unit,
+        )
+    frames = []
+    for frame, attrs in curves:
+        if with_run_column:
+            frame = frame.copy()
+            frame.insert(2, "run", attrs["run"])
+        frames.append(frame)
+    out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    runs = {attrs["run"]: attrs for _, attrs in curves}
+    if len(curves) == 1:
+        attrs = dict(curves[0][1])
+    else:
+        formats = {a["format"] for _, a in curves}
+        attrs = {
+            "source": [a["source"] for _, a in curves],
+            "format": formats.pop() if len(formats) == 1 else sorted(formats),
+            "compute_unit": units.pop(),
+            "compute": {a["run"]: a["compute"] for _, a in curves},
+            "reward": {a["run"]: a["reward"] for _, a in curves},
+            "cleaning": [{**e, "run": a["run"]} for _, a in curves for e in a["cleaning"]],
+            "rows_read": sum(a["rows_read"] for _, a in curves),
+            "rows_kept": len(out),
+        }
+    attrs["runs"] = runs
+    out.attrs = attrs
+    return out

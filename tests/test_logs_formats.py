@@ -1,0 +1,260 @@
+"""Every format's fixture reads into the same canonical curve as tests/data/logs/reference.csv.
+
+The fixtures (written by tests/data/logs/make_fixtures.py) encode one made-up run: 200 steps,
+0.2 GPU-hours per step (90 s x 8 GPUs), a validation reward every 10 steps. Each format carries
+its tool's quirks (sparse evaluation, resumed runs, a restarted clock, NaNs) placed so that the
+cleaning must recover the reference exactly; the counts asserted below follow from how
+make_fixtures.py built each file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlcurves.logs import read_log, read_logs
+
+DATA = Path(__file__).parent / "data" / "logs"
+REFERENCE = pd.read_csv(DATA / "reference.csv")
+
+
+def cleaning(df: pd.DataFrame) -> dict[str, int]:
+    return {entry["step"]: entry["rows"] for entry in df.attrs["cleaning"]}
+
+
+# (path, read_log arguments, format detected, reward column, cleaning counts, reward tolerance)
+CASES = [
+    ("reference.csv", {}, "csv", "val_reward", {"drop_missing_reward": 0}, 0.0),
+    # 200 train rows, 20 of them with val_reward.
+    ("csv/run_a.csv", {}, "csv", "val_reward", {"drop_missing_reward": 180}, 0.0),
+    # as CSV, plus "nan" at step 5 and "inf" at step 15 (non-eval steps) written in val_reward.
+    (
+        "tsv/run_a.tsv",
+        {},
+        "tsv",
+        "val_reward",
+        {"drop_missing_reward": 178, "drop_nonfinite_reward": 2},
+        0.0,
+    ),
+    # nulls where not evaluated, one written NaN at step 25.
+    (
+        "parquet/run_a.parquet",
+        {},
+        "parquet",
+        "val_reward",
+        {"drop_missing_reward": 179, "drop_nonfinite_reward": 1},
+        0.0,
+    ),
+    # 200 train records + 20 eval records at the same steps.
+    ("jsonl/run_a.jsonl", {}, "jsonl", "val_reward", {"drop_missing_reward": 200}, 0.0),
+    # 212 records: steps 101-112 written twice (resumed run); step 110 is an eval step.
+    (
+        "verl/gsm8k_grpo.jsonl",
+        {"gpus": 8},
+        "verl",
+        "val-core/math/reward/mean@1",
+        {"drop_missing_reward": 191, "dedupe_steps": 1},
+        0.0,
+    ),
+    ("wandb/history.json", {"gpus": 8}, "wandb", "eval/reward", {"drop_missing_reward": 180}, 0.0),
+    (
+        "wandb/history_export.csv",
+        {"gpus": 8},
+        "wandb",
+        "eval/reward",
+        {"drop_missing_reward": 180},
+        0.0,
+    ),
+    # 2 event files: steps 1-120 and 101-200, so eval steps 110 and 120 are written twice;
+    # eval/reward is stored as float32, hence the tolerance.
+    (
+        "tensorboard/grpo_run",
+        {"gpu_hours_per_step": 0.2},
+        "tensorboard",
+        "eval/reward",
+        {"drop_missing_reward": 200 + 20 - 20 - 2, "dedupe_steps": 2},
+        1e-7,
+    ),
+    (
+        "trl/qwen-grpo",
+        {"gpu_hours_per_step": 0.2},
+        "trl",
+        "eval_reward",
+        {"drop_summary_record": 1, "drop_missing_reward": 20},
+        0.0,
+    ),
+    # 200 train stats + 20 test stats; the clock restarted after version 150 (50 rows shifted);
+    # the 20 test records take time_since_start from the train record of their version.
+    (
+        "pipelinerl/exp_math",
+        {"gpus": 8},
+        "pipelinerl",
+        "test_success_mean",
+        {"drop_missing_reward": 200, "repair_compute_restart": 50, "join_compute_same_step": 20},
+        0.0,
+    ),
+    ("recipe/cispo_small", {}, "recipe", "val_pass_rate", {"drop_missing_reward": 200}, 0.0),
+    (
+        "recipe/cispo_small/log.jsonl",
+        {},
+        "recipe",
+        "val_pass_rate",
+        {"drop_missing_reward": 200},
+        0.0,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "kwargs", "fmt", "reward", "counts", "tol"), CASES, ids=[c[0] for c in CASES]
+)
+def test_every_format_reads_the_reference_curve(path, kwargs, fmt, reward, counts, tol):
+    df = read_log(DATA / path, **kwargs)
+    assert list(df.columns[:2]) == ["compute", "reward"]
+    assert "run" not in df.columns
+    np.testing.assert_allclose(df["compute"], REFERENCE["gpu_hours"], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(df["reward"], REFERENCE["val_reward"], rtol=0, atol=tol)
+    assert df.attrs["format"] == fmt
+    assert df.attrs["reward"]["column"] == reward
+    assert df.attrs["compute_unit"] == "GPU-hours"
+    found = cleaning(df)
+    for step, rows in counts.items():
+        assert found[step] == rows, (step, found)
+    # every main check is reported, even when it dropped nothing
+    for step in ("drop_missing_reward", "dedupe_steps", "drop_nonfinite_reward"):
+        assert step in found
+    assert df.attrs["rows_kept"] == len(REFERENCE)
+
+
+def test_original_columns_are_kept_next_to_the_canonical_ones():
+    df = read_log(DATA / "csv" / "run_a.csv")
+    for name in ("step", "gpu_hours", "wall_seconds", "train_reward", "loss", "val_reward"):
+        assert name in df.columns
+    np.testing.assert_array_equal(df["step"], REFERENCE["step"])
+
+
+def test_trl_keeps_its_own_reward_column_under_another_name():
+    df = read_log(DATA / "trl" / "qwen-grpo", gpu_hours_per_step=0.2)
+    # TRL's "reward" is the training reward; the canonical reward is eval_reward.
+    assert "reward_original" in df.columns
+    assert df.attrs["renamed"] == {"reward": "reward_original"}
+    assert not np.allclose(df["reward_original"], df["reward"])
+
+
+def test_trl_reads_the_latest_checkpoint_and_keeps_the_summary():
+    df = read_log(DATA / "trl" / "qwen-grpo", gpu_hours_per_step=0.2)
+    assert df.attrs["source"].endswith("checkpoint-200/trainer_state.json")
+    assert df.attrs["run"] == "qwen-grpo"
+    assert df.attrs["meta"]["trl_summary"]["train_runtime"] == 200 * 90.0
+    partial = read_log(
+        DATA / "trl" / "qwen-grpo" / "checkpoint-100" / "trainer_state.json", gpu_hours_per_step=0.2
+    )
+    assert len(partial) == 10
+    assert partial.attrs["run"] == "qwen-grpo"
+
+
+def test_verl_keeps_the_later_write_of_a_resumed_step():
+    df = read_log(DATA / "verl" / "gsm8k_grpo.jsonl", gpus=8)
+    # the first write of step 110 was 0.3 lower; the later write is the reference value
+    at_110 = df.loc[df["step"] == 110, "reward"].item()
+    expected = REFERENCE.loc[REFERENCE["step"] == 110, "val_reward"].item()
+    assert at_110 == expected
+    dedupe = next(e for e in df.attrs["cleaning"] if e["step"] == "dedupe_steps")
+    assert "110" in dedupe["detail"]
+
+
+def test_verl_summed_durations_use_each_step_once():
+    # 12 steps were written twice; summing every record's timing_s/step would add 12 x 90 s.
+    df = read_log(DATA / "verl" / "gsm8k_grpo.jsonl", gpus=8)
+    assert df["compute"].iloc[-1] == pytest.approx(200 * 90 * 8 / 3600)
+    assert "timing_s/step" in df.attrs["compute"]["how"]
+
+
+def test_tensorboard_reads_both_scalar_encodings_and_keeps_the_later_write():
+    df = read_log(DATA / "tensorboard" / "grpo_run", gpu_hours_per_step=0.2)
+    assert {"eval/reward", "train/reward"} <= set(df.columns)  # tensor and simple_value tags
+    expected = REFERENCE.set_index("step")["val_reward"]
+    for step in (110, 120):  # written 0.2 lower in the first file
+        assert df.loc[df["step"] == step, "reward"].item() == pytest.approx(
+            expected[step], abs=1e-7
+        )
+    assert len(df.attrs["meta"]["event_files"]) == 2
+
+
+def test_tensorboard_elapsed_time_chains_files_without_downtime():
+    df = read_log(DATA / "tensorboard" / "grpo_run", gpus=8)
+    # file 1 ran 120 steps (10800 s); file 2 ran steps 101-200 (9000 s); the 1000 s gap is not
+    # counted. Compute at step 200 = 19800 s x 8 GPUs.
+    assert df["compute"].iloc[-1] == pytest.approx(19800 * 8 / 3600)
+    assert df.attrs["compute"]["columns"] == ["elapsed_seconds"]
+    # steps of the first file are 90 s apart, from the file's opening
+    assert df["compute"].iloc[0] == pytest.approx(10 * 90 * 8 / 3600)
+
+
+def test_wandb_panel_export_with_two_runs_gives_a_run_column():
+    df = read_log(DATA / "wandb" / "panel_eval_reward.csv", gpu_hours_per_step=0.2)
+    assert df.attrs["format"] == "wandb-csv"
+    assert list(df.columns[:3]) == ["compute", "reward", "run"]
+    assert sorted(df["run"].unique()) == ["run-a", "run-b"]
+    run_a = df[df["run"] == "run-a"]
+    np.testing.assert_allclose(run_a["compute"], REFERENCE["gpu_hours"], rtol=1e-12)
+    np.testing.assert_allclose(run_a["reward"], REFERENCE["val_reward"], rtol=0, atol=0)
+    assert len(df[df["run"] == "run-b"]) == 10
+    assert set(df.attrs["runs"]) == {"run-a", "run-b"}
+
+
+def test_pipelinerl_restart_repair_gives_the_continuous_clock():
+    df = read_log(DATA / "pipelinerl" / "exp_math", gpus=8)
+    restart = next(e for e in df.attrs["cleaning"] if e["step"] == "repair_compute_restart")
+    assert len(restart["restarts"]) == 1
+    assert restart["restarts"][0]["where"] == "step 151"
+    assert restart["restarts"][0]["before"] == pytest.approx(150 * 90 * 8 / 3600)
+    assert np.all(np.diff(df["compute"]) > 0)
+
+
+def test_recipe_folder_gives_run_name_and_config():
+    df = read_log(DATA / "recipe" / "cispo_small")
+    assert df.attrs["run"] == "cispo_small"
+    assert df.attrs["meta"]["config"]["loss"] == "cispo"
+    assert df.attrs["compute"]["columns"] == ["gpu_hours"]
+    assert set(df["kind"]) == {"eval"}
+
+
+def test_several_paths_give_one_frame_with_runs():
+    df = read_logs([DATA / "recipe" / "cispo_small", DATA / "csv" / "run_a.csv"])
+    assert list(df.columns[:3]) == ["compute", "reward", "run"]
+    assert sorted(df["run"].unique()) == ["cispo_small", "run_a"]
+    assert len(df) == 2 * len(REFERENCE)
+    assert isinstance(df.attrs["source"], list) and len(df.attrs["source"]) == 2
+    assert {e["run"] for e in df.attrs["cleaning"]} == {"cispo_small", "run_a"}
+
+
+def test_a_folder_of_runs_reads_one_run_per_entry(tmp_path):
+    for name, shift in (("alpha", 0.0), ("beta", 0.1)):
+        ref = REFERENCE.copy()
+        ref["val_reward"] += shift
+        ref.to_csv(tmp_path / f"{name}.csv", index=False)
+    (tmp_path / "notes.md").write_text("not a log")
+    nested = tmp_path / "more" / "gamma"
+    nested.mkdir(parents=True)
+    (nested / "log.jsonl").write_text(
+        (DATA / "recipe" / "cispo_small" / "log.jsonl").read_text(), encoding="utf-8"
+    )
+    df = read_log(tmp_path)
+    assert sorted(df["run"].unique()) == ["alpha", "beta", "gamma"]
+    beta = df[df["run"] == "beta"]
+    np.testing.assert_allclose(beta["reward"], REFERENCE["val_reward"] + 0.1)
+
+
+def test_run_argument_names_the_run_or_splits_by_a_column(tmp_path):
+    named = read_log(DATA / "reference.csv", run="baseline")
+    assert named.attrs["run"] == "baseline"
+    assert set(named["run"]) == {"baseline"}
+    long = pd.concat([REFERENCE.assign(variant="a"), REFERENCE.assign(variant="b")])
+    long.to_csv(tmp_path / "long.csv", index=False)
+    split = read_log(tmp_path / "long.csv", run="variant")
+    assert sorted(split["run"].unique()) == ["a", "b"]
+    assert len(split) == 2 * len(REFERENCE)
