@@ -107,7 +107,10 @@ def find(frame: pd.DataFrame, names: Sequence[str]) -> list[str]:
 
 
 def _numeric(frame: pd.DataFrame, column: str) -> bool:
-    return pd.api.types.is_numeric_dtype(frame[column]) and frame[column].notna().any()
+    # An all-NaN float column counts: its NaNs were written, and the cleaning report says so.
+    return pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(
+        frame[column]
+    )
 
 
 def _missing(raw: RawLog, role: str, name: str, fix: str) -> RLCurvesError:
