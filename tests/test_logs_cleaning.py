@@ -389,3 +389,45 @@ def test_read_wandb_run_without_wandb_installed(monkeypatch):
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(RLCurvesError, match="pip install wandb"):
         read_wandb_run("team/proj/abc123")
+
+
+# --- odd but real inputs ---------------------------------------------------------------
+
+
+def test_json_strings_nan_and_infinity_are_written_non_finite_values(tmp_path):
+    rows = [
+        {"step": 1, "gpu_hours": 1, "reward": 0.1},
+        {"step": 2, "gpu_hours": 2, "reward": "NaN"},
+        {"step": 3, "gpu_hours": 3, "reward": "Infinity"},
+        {"step": 4, "gpu_hours": 4, "reward": 0.4},
+    ]
+    df = read_log(write_jsonl(tmp_path / "run.jsonl", rows))
+    entry = next(e for e in df.attrs["cleaning"] if e["step"] == "drop_nonfinite_reward")
+    assert (entry["nan"], entry["inf"]) == (1, 1)
+    np.testing.assert_array_equal(df["reward"], [0.1, 0.4])
+
+
+def test_a_trainer_state_cut_short_is_named_as_such(tmp_path):
+    text = (DATA / "trl" / "qwen-grpo" / "checkpoint-200" / "trainer_state.json").read_text()
+    (tmp_path / "trainer_state.json").write_text(text[: len(text) // 2])
+    with pytest.raises(RLCurvesError, match="not valid JSON"):
+        read_log(tmp_path / "trainer_state.json", gpu_hours_per_step=0.2)
+
+
+def test_explicit_formats_that_do_not_fit_the_file_are_errors():
+    with pytest.raises(RLCurvesError, match="W&B panel export"):
+        read_log(DATA / "reference.csv", format="wandb-csv")
+    with pytest.raises(RLCurvesError, match="log_history"):
+        read_log(DATA / "wandb" / "history.json", format="trl")
+
+
+def test_describe_log_tells_what_was_chosen_and_cleaned():
+    from rlcurves.logs import describe_log
+
+    text = describe_log(read_log(DATA / "pipelinerl" / "exp_math", gpus=8))
+    assert "reward: 'test_success_mean'" in text
+    assert "elapsed seconds 'time_since_start' x gpus=8" in text
+    assert "repair_compute_restart: 50 rows" in text and "['step 151']" in text
+    assert "kept 20 of 220 records" in text
+    with pytest.raises(RLCurvesError, match="no read_log attrs"):
+        describe_log(pd.DataFrame({"compute": [1.0], "reward": [0.5]}))

@@ -7,6 +7,7 @@ FLOPs), cleans resumed runs and sparse evaluations, and says in ``attrs`` what i
 """
 
 from .reader import FORMATS, read_log, read_logs
+from .report import describe_log
 from .wandb_live import read_wandb_run
 
-__all__ = ["FORMATS", "read_log", "read_logs", "read_wandb_run"]
+__all__ = ["FORMATS", "describe_log", "read_log", "read_logs", "read_wandb_run"]

@@ -70,16 +70,33 @@ class RawLog:
         return mask
 
 
+# Non-finite numbers some JSON writers emit as strings (JSON itself has no NaN or Infinity).
+NONFINITE_TEXT = {
+    "nan": math.nan,
+    "-nan": math.nan,
+    "+nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
+
+
 def frame_from_records(records: Iterable[Mapping]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """A frame from dict records, remembering which cells were written as NaN.
 
-    ``None`` (JSON ``null``) and absent keys are missing; a float NaN is a written NaN.
+    ``None`` (JSON ``null``) and absent keys are missing; a float NaN (or a "NaN" string) is a
+    written NaN. Columns holding only numbers (and "NaN"/"Infinity" strings) become float.
     """
     records = list(records)
     frame = pd.DataFrame.from_records(records) if records else pd.DataFrame()
     nan_rows: dict[str, list[int]] = {}
     for i, record in enumerate(records):
         for key, value in record.items():
+            if isinstance(value, str):
+                value = NONFINITE_TEXT.get(value.strip().lower(), value)
             if isinstance(value, float) and math.isnan(value):
                 nan_rows.setdefault(key, []).append(i)
     nan_cells = {}
@@ -88,6 +105,12 @@ def frame_from_records(records: Iterable[Mapping]) -> tuple[pd.DataFrame, dict[s
         mask[rows] = True
         nan_cells[key] = mask
     return numeric_columns(frame), nan_cells
+
+
+def _as_number(value: object) -> object:
+    if isinstance(value, str):
+        return NONFINITE_TEXT.get(value.strip().lower(), value)
+    return value
 
 
 def numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
@@ -100,12 +123,14 @@ def numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
         present = column.notna()
         if not present.any():
             continue
-        values = column[present]
+        values = [_as_number(v) for v in column[present]]
         if not all(
             isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in values
         ):
             continue
-        out[name] = pd.to_numeric(column, errors="coerce").astype(float)
+        converted = np.full(len(column), np.nan)
+        converted[present.to_numpy()] = np.asarray(values, dtype=float)
+        out[name] = converted
     return out
 
 

@@ -144,7 +144,7 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
     for rank in ranks:
         found = [c for c in find(frame, rank) if _numeric(frame, c)]
         if len(found) == 1:
-            return found[0], f"detected: {found[0]!r} (the best-ranked reward name present)"
+            return found[0], "detected: the best-ranked reward name present"
         if len(found) > 1:
             raise RLCurvesError(
                 f"{raw.source}: several columns could be the reward: {found}; detection does "

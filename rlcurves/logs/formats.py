@@ -255,12 +255,20 @@ def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
     how = f"detected: {'tab' if sep == chr(9) else 'comma'}-separated table"
     if format_hint in ("wandb-csv", None) and _is_wandb_panel(frame.columns):
         return _wandb_panel_to_long(frame, nan_cells, path, how_hint=format_hint)
+    if format_hint == "wandb-csv":
+        raise RLCurvesError(
+            f"{path}: format='wandb-csv' expects a W&B panel export (first column the x axis, then "
+            f"'<run> - <metric>' with __MIN/__MAX columns); columns found: {list(frame.columns)}. "
+            "Pass format='csv' for a plain table.",
+            file=str(path),
+            columns=[str(c) for c in frame.columns],
+        )
     columns = set(frame.columns)
     if format_hint == "wandb" or (
         format_hint is None and "_step" in columns and {"_runtime", "_timestamp"} & columns
     ):
         fmt, how = "wandb", "detected: '_step' and '_runtime'/'_timestamp' columns (W&B history)"
-    if format_hint is not None and format_hint not in ("wandb-csv",):
+    if format_hint is not None:
         fmt, how = format_hint, "explicit"
     return RawLog(frame, fmt, how, str(path), run_name_for(path), nan_cells=nan_cells)
 
@@ -381,11 +389,24 @@ def load_json(path: Path, format_hint: str | None = None) -> RawLog:
         raise _empty_error(path, "the file is empty")
     try:
         document = json.loads(text)
-    except json.JSONDecodeError:
-        # Many '.json' logs are really JSON lines.
-        return load_jsonl(path, None if format_hint in (None, "json") else format_hint)
+    except json.JSONDecodeError as exc:
+        if _first_line_is_object(text):
+            # Many '.json' logs are really JSON lines.
+            return load_jsonl(path, None if format_hint in (None, "json") else format_hint)
+        raise RLCurvesError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno}); a file cut short by a "
+            "crash? For TRL, read an earlier checkpoint's trainer_state.json.",
+            file=str(path),
+            line=exc.lineno,
+        ) from exc
     if isinstance(document, dict) and "log_history" in document:
         return _trl_state(document, path)
+    if format_hint == "trl":
+        raise RLCurvesError(
+            f"{path}: format='trl' needs a trainer_state.json with a 'log_history' list; this "
+            f"JSON {type(document).__name__} has none.",
+            file=str(path),
+        )
     records = _records_of(document, path)
     frame, nan_cells = frame_from_records(records)
     if frame.empty:
@@ -397,6 +418,14 @@ def load_json(path: Path, format_hint: str | None = None) -> RawLog:
     if format_hint is not None and format_hint != "json":
         fmt, how = format_hint, "explicit"
     return RawLog(frame, fmt, how, str(path), run_name_for(path), nan_cells=nan_cells)
+
+
+def _first_line_is_object(text: str) -> bool:
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        return isinstance(json.loads(first), dict)
+    except json.JSONDecodeError:
+        return False
 
 
 def _records_of(document: object, path: Path) -> list[dict]:
@@ -552,7 +581,11 @@ def load_recipe_folder(folder: Path) -> RawLog:
     raw.run = folder.resolve().name
     config = folder / "config.yaml"
     if config.is_file():
-        raw.meta["config"] = yaml.safe_load(config.read_text(encoding="utf-8"))
+        try:
+            raw.meta["config"] = yaml.safe_load(config.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            # The curve does not depend on it: keep reading, say why it is missing.
+            raw.notes.append(f"config.yaml not read: {exc}")
     return raw
 
 

@@ -171,7 +171,8 @@ def _curve(
                 "step": "repair_compute_restart",
                 "rows": restarts["rows"],
                 "detail": f"compute went backwards {restarts['restarts']} time(s) (a restarted "
-                "clock); each later segment offset by the compute just before the drop",
+                f"clock) at {[r['where'] for r in restarts['at']]}; each later segment offset "
+                "by the compute just before the drop",
                 "restarts": restarts["at"],
             },
         )
