@@ -431,3 +431,8 @@ def test_describe_log_tells_what_was_chosen_and_cleaned():
     assert "kept 20 of 220 records" in text
     with pytest.raises(RLCurvesError, match="no read_log attrs"):
         describe_log(pd.DataFrame({"compute": [1.0], "reward": [0.5]}))
+
+
+def test_one_run_name_for_a_file_of_several_runs_is_refused():
+    with pytest.raises(RLCurvesError, match="holds several"):
+        read_log(DATA / "wandb" / "panel_eval_reward.csv", gpu_hours_per_step=0.2, run="mine")

@@ -221,6 +221,7 @@ def test_recipe_folder_gives_run_name_and_config():
     assert df.attrs["meta"]["config"]["loss"] == "cispo"
     assert df.attrs["compute"]["columns"] == ["gpu_hours"]
     assert set(df["kind"]) == {"eval"}
+    assert read_log(DATA / "recipe" / "cispo_small" / "log.jsonl").attrs["run"] == "cispo_small"
 
 
 def test_several_paths_give_one_frame_with_runs():
@@ -238,6 +239,7 @@ def test_a_folder_of_runs_reads_one_run_per_entry(tmp_path):
         ref["val_reward"] += shift
         ref.to_csv(tmp_path / f"{name}.csv", index=False)
     (tmp_path / "notes.md").write_text("not a log")
+    (tmp_path / "config.json").write_text('{"lr": 1e-6}')  # a side file, not a run
     nested = tmp_path / "more" / "gamma"
     nested.mkdir(parents=True)
     (nested / "log.jsonl").write_text(

@@ -37,7 +37,27 @@ GENERIC_STEMS = frozenset(
         "scalars",
     }
 )
-TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".json", ".ndjson", ".txt")
+# Files a folder of runs is searched for (a .txt log is read when named, not searched for).
+TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".json", ".ndjson")
+# Side files that tools leave next to their logs: never runs.
+SIDECAR_FILES = frozenset(
+    {
+        "config.json",
+        "wandb-metadata.json",
+        "wandb-summary.json",
+        "adapter_config.json",
+        "generation_config.json",
+        "tokenizer_config.json",
+        "tokenizer.json",
+        "vocab.json",
+        "special_tokens_map.json",
+        "training_args.json",
+        "all_results.json",
+        "train_results.json",
+        "eval_results.json",
+        "requirements.json",
+    }
+)
 
 
 def run_name_for(path: Path) -> str:

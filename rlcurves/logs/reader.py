@@ -16,6 +16,7 @@ from .columns import choose_reward, choose_step
 from .compute import derive_compute, repair_restarts
 from .formats import (
     LOADERS,
+    SIDECAR_FILES,
     TABLE_SUFFIXES,
     load_jsonl,
     load_pipelinerl_folder,
@@ -75,7 +76,7 @@ def _discover(folder: Path) -> list[Path]:
             continue
         if child.is_dir():
             found.extend([child] if _run_folder_kind(child) else _discover(child))
-        elif child.suffix.lower() in TABLE_SUFFIXES:
+        elif child.suffix.lower() in TABLE_SUFFIXES and child.name not in SIDECAR_FILES:
             found.append(child)
     return found
 
@@ -358,6 +359,12 @@ def read_logs(
             if name is not None and name in raw.frame.columns:
                 raws.extend(_split_runs(raw, name))
             elif raw.run_column is not None:
+                if name is not None:
+                    raise RLCurvesError(
+                        f"{raw.source}: run={name!r} names one run, but this file holds several "
+                        f"(column {raw.run_column!r}); leave run= out to read them all.",
+                        file=raw.source,
+                    )
                 raws.extend(_split_runs(raw, raw.run_column))
             else:
                 if name is not None:
