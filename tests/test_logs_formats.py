@@ -260,3 +260,26 @@ def test_run_argument_names_the_run_or_splits_by_a_column(tmp_path):
     split = read_log(tmp_path / "long.csv", run="variant")
     assert sorted(split["run"].unique()) == ["a", "b"]
     assert len(split) == 2 * len(REFERENCE)
+
+
+def test_wandb_history_saved_as_parquet_and_pandas_json_layouts(tmp_path):
+    history = pd.read_json(DATA / "wandb" / "history.json")
+    history.to_parquet(tmp_path / "history.parquet")
+    history.to_json(tmp_path / "columns.json")  # pandas' default: {column: {row: value}}
+    history.to_json(tmp_path / "split.json", orient="split")
+    for name in ("history.parquet", "columns.json", "split.json"):
+        df = read_log(tmp_path / name, gpus=8)
+        assert df.attrs["format"] == "wandb", name
+        np.testing.assert_allclose(df["compute"], REFERENCE["gpu_hours"], rtol=1e-12)
+        # pandas' to_json writes 10 significant digits
+        np.testing.assert_allclose(df["reward"], REFERENCE["val_reward"], rtol=0, atol=1e-12)
+
+
+def test_verl_metric_names_are_recognized_outside_its_file_logger(tmp_path):
+    # verl writes the same keys to W&B and TensorBoard: a flat table with them is detected too
+    rows = read_log(DATA / "verl" / "gsm8k_grpo.jsonl", gpus=8)
+    flat = rows[["step", "timing_s/step", "critic/score/mean", "val-core/math/reward/mean@1"]]
+    flat.to_csv(tmp_path / "export.csv", index=False)
+    df = read_log(tmp_path / "export.csv", gpus=8)
+    assert df.attrs["reward"]["column"] == "val-core/math/reward/mean@1"
+    assert "timing_s/step" in df.attrs["compute"]["how"]

@@ -42,6 +42,12 @@ REWARD_RANKS: tuple[tuple[str, ...], ...] = (
         "pass_rate",
     ),
 )
+# Validation metrics named by pattern (verl writes the same keys to its file logger, W&B and
+# TensorBoard): val-core/<data source>/<variable>/mean@<n> (newer), val/test_score/<source>.
+VALIDATION_PATTERNS = (
+    re.compile(r"^val-core/.+/(reward|acc|score)/mean@\d+$"),
+    re.compile(r"^val/test_score/.+$"),
+)
 STEP_NAMES = (
     "step",
     "global_step",
@@ -140,8 +146,11 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
                 columns=[str(c) for c in frame.columns],
             )
         return reward, "explicit"
-    ranks = [*raw.reward_candidates, *REWARD_RANKS]
-    for rank in ranks:
+    by_pattern = tuple(
+        str(c) for c in frame.columns if any(p.match(str(c)) for p in VALIDATION_PATTERNS)
+    )
+    generic = (REWARD_RANKS[0] + by_pattern, *REWARD_RANKS[1:])
+    for rank in (*raw.reward_candidates, *generic):
         found = [c for c in find(frame, rank) if _numeric(frame, c)]
         if len(found) == 1:
             return found[0], "detected: the best-ranked reward name present"

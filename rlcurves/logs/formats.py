@@ -18,6 +18,7 @@ import yaml
 
 from ..errors import RLCurvesError
 from ._raw import RawLog, frame_from_records, parse_text_table
+from .columns import VALIDATION_PATTERNS
 
 # Stems too generic to name a run: the folder above names it instead.
 GENERIC_STEMS = frozenset(
@@ -145,13 +146,8 @@ def is_verl_record(record: dict) -> bool:
     return set(record) == {"step", "data"} and isinstance(record.get("data"), dict)
 
 
-VERL_REWARD_PATTERNS = (
-    # verl validation metrics: val-core/<data source>/<variable>/mean@<n> (newer),
-    # val/test_score/<data source> (older releases); training score last.
-    re.compile(r"^val-core/.+/(reward|acc|score)/mean@\d+$"),
-    re.compile(r"^val/test_score/.+$"),
-    re.compile(r"^critic/score/mean$"),
-)
+# verl ranks: validation metrics first, then the training score.
+VERL_REWARD_PATTERNS = (*VALIDATION_PATTERNS, re.compile(r"^critic/score/mean$"))
 
 
 # PipelineRL: the test pass rate first (success is 0/1 per rollout; reward may add penalties).
