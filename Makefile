@@ -1,0 +1,37 @@
+# Two newcomer commands (see README):  make demo   and   make test
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test lint bench clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# The library alone: the scientific stack, no torch.
+$(VENV)/.core: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# Everything the tests need. torch is pinned to 2.13.0 first: on the project's CPU machines that
+# is a CPU build on disk; any other request pulls a multi-GB CUDA build.
+$(VENV)/.dev: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q "torch==2.13.0"
+	$(BIN)/pip install -q -e ".[recipe,logs,dev]"
+	touch $@
+
+demo: $(VENV)/.core
+	MPLBACKEND=Agg $(BIN)/rlcurves demo --out out
+
+test: $(VENV)/.dev
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q
+
+lint: $(VENV)/.dev
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench: $(VENV)/.dev
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

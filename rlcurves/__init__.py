@@ -1,0 +1,26 @@
+"""rlcurves: fit, forecast and compare RL compute-scaling curves.
+
+The ScaleRL sigmoid ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)`` (Khatri et al., 2025): a ceiling
+A, an efficiency exponent B and a midpoint compute C_mid. Fit it early, forecast the finish, compare
+recipe variants by A and B.
+"""
+
+from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
+from .fit import fit_sigmoid, fit_sigmoid_batch
+from .model import inverse_sigmoid, power_law, sigmoid
+from .result import SigmoidFit
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "IdentifiabilityWarning",
+    "NotConvergedWarning",
+    "RLCurvesError",
+    "SigmoidFit",
+    "__version__",
+    "fit_sigmoid",
+    "fit_sigmoid_batch",
+    "inverse_sigmoid",
+    "power_law",
+    "sigmoid",
+]

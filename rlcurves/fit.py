@@ -1,0 +1,354 @@
+"""fit_sigmoid: the public entry point of the sigmoid fit, and its batched sibling."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from ._data import as_float_array, resolve_xy
+from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
+from .model import log_compute
+from .result import SigmoidFit, covariance
+from .solver import Bounds, solve_batch, solve_single
+
+Method = Literal["auto", "exact", "paper-grid", "lmfit"]
+BoundsArg = Literal["auto"] | None | Mapping[str, tuple[float, float]]
+
+_METHODS = ("auto", "exact", "paper-grid", "lmfit")
+# Relative standard error above which a parameter is reported as poorly identified: beyond +-50%
+# the symmetric interval says little and the profile/posterior intervals should be used.
+_POORLY_IDENTIFIED = 0.5
+
+
+def fit_sigmoid(
+    compute: ArrayLike | str,
+    reward: ArrayLike | str,
+    *,
+    data: pd.DataFrame | None = None,
+    r0: float | None = None,
+    min_compute: float | None = None,
+    max_compute: float | None = None,
+    sigma: ArrayLike | str | None = None,
+    method: Method = "auto",
+    bounds: BoundsArg = "auto",
+    absolute_sigma: bool = False,
+    options: Mapping[str, Any] | None = None,
+    label: str | None = None,
+) -> SigmoidFit:
+    """Fit ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)`` by least squares, without a start guess.
+
+    Parameters
+    ----------
+    compute, reward : array_like or str
+        Compute (e.g. GPU-hours, FLOPs; >= 0, 0 meaning the start) and reward (e.g. validation
+        pass rate). Column names when ``data`` is a DataFrame.
+    data : pandas.DataFrame, optional
+        Table holding the columns named by ``compute``, ``reward`` (and ``sigma`` if a string).
+    r0 : float, optional
+        Fix R0 (the paper's practice: the starting model's measured pass rate). None fits it.
+    min_compute, max_compute : float, optional
+        Fit window (inclusive). The paper drops the first ~1.5k GPU-hours (``min_compute=1500``).
+    sigma : array_like or str, optional
+        Per-point standard deviations: weighted least squares with weights ``1 / sigma``.
+    method : {"auto", "exact", "paper-grid", "lmfit"}
+        "auto"/"exact": the exact variable-projection solver (global least-squares optimum, no
+        start guess). "paper-grid": the paper's procedure (grid over A and C_mid, curve_fit for
+        B), for comparison with published numbers; grid overridable through ``options``.
+        "lmfit": lmfit's Model.fit started from the exact solution (see :class:`SigmoidModel`).
+    bounds : "auto", None or dict
+        Box bounds on A and R0. "auto": when every reward lies in [0, 1] (a pass rate), A and R0
+        are kept in [0, 1]; otherwise unbounded. None: unbounded. A dict such as
+        ``{"A": (0, 1), "R0": (-1, 1)}`` sets them explicitly. B > 0 and C_mid > 0 always.
+    absolute_sigma : bool
+        With ``sigma``: treat it as absolute (covariance not rescaled by the residuals), as in
+        scipy's curve_fit.
+    options : dict, optional
+        Method-specific settings, e.g. ``{"A_grid": ..., "C_mid_grid": ...}`` for "paper-grid".
+    label : str, optional
+        A name carried by the result (used in reports, comparisons and plots).
+
+    Returns
+    -------
+    SigmoidFit
+        Parameters, standard errors, covariance, fit statistics, ``converged`` and ``message``.
+
+    Raises
+    ------
+    RLCurvesError
+        Bad input: NaN/inf, negative compute, mismatched lengths, missing columns, a constant
+        reward, or fewer usable points than parameters in the window.
+
+    Examples
+    --------
+    >>> fit = fit_sigmoid("gpu_hours", "val_pass_rate", data=df, min_compute=1500)  # doctest: +SKIP
+    >>> print(fit.summary())                                                       # doctest: +SKIP
+    """
+    if method not in _METHODS:
+        raise RLCurvesError(f"unknown method {method!r}; choose one of {list(_METHODS)}")
+    c, r, s = resolve_xy(compute, reward, data, sigma)
+    if r0 is not None:
+        r0 = float(r0)
+        if not math.isfinite(r0):
+            raise RLCurvesError(f"r0 must be a finite number or None, got {r0}")
+    window = _window(c, min_compute, max_compute)
+    _check_fittable(c[window], r[window], r0, min_compute, max_compute)
+    box = resolve_bounds(bounds, r, r0)
+    fit_args = dict(
+        compute=c,
+        reward=r,
+        sigma=s,
+        window=window,
+        r0_fixed=r0,
+        bounds=box,
+        absolute_sigma=absolute_sigma,
+        min_compute=min_compute,
+        max_compute=max_compute,
+        label=label,
+    )
+    opts = dict(options or {})
+    if method in ("auto", "exact"):
+        weights = np.ones(window.sum()) if s is None else 1.0 / s[window]
+        sol = solve_single(log_compute(c[window]), r[window], weights, r0, box)
+        params = dict(
+            A=float(sol.A[0]),
+            B=float(np.exp(sol.log_B[0])),
+            C_mid=float(np.exp(sol.m[0])),
+            R0=float(sol.R0[0]),
+        )
+        notes = []
+        if sol.at_theta_bound[0]:
+            notes.append(
+                "the best fit runs to the edge of the search range (C_mid or B not identified by "
+                "the data: the run is probably far from its midpoint); fix r0, fit a longer run, "
+                "or use profile intervals"
+            )
+        elif not sol.converged[0]:
+            notes.append(
+                f"the solver stopped after {sol.iterations[0]} iterations without converging"
+            )
+        return build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args)
+    if method == "paper-grid":
+        from .paper_grid import fit_paper_grid
+
+        params, ok, note = fit_paper_grid(c[window], r[window], r0, s, window, **opts)
+        return build_fit(params, ok, "paper-grid", [note], **fit_args)
+    from .lmfit_model import fit_with_lmfit
+
+    params, ok, note = fit_with_lmfit(c, r, s, window, r0, box, **opts)
+    return build_fit(params, ok, "lmfit", [note] if note else [], **fit_args)
+
+
+def build_fit(
+    params: dict[str, float],
+    converged: bool,
+    method: str,
+    notes: list[str],
+    *,
+    compute: np.ndarray,
+    reward: np.ndarray,
+    sigma: np.ndarray | None,
+    window: np.ndarray,
+    r0_fixed: float | None,
+    bounds: Bounds,
+    absolute_sigma: bool,
+    min_compute: float | None,
+    max_compute: float | None,
+    label: str | None,
+) -> SigmoidFit:
+    """Assemble a SigmoidFit from parameters: covariance, identification checks and message."""
+    cw, rw = compute[window], reward[window]
+    weights = np.ones(cw.size) if sigma is None else 1.0 / sigma[window]
+    covar, stderr, rss = covariance(
+        cw,
+        rw,
+        weights,
+        params["A"],
+        params["B"],
+        params["C_mid"],
+        params["R0"],
+        r0_fixed=r0_fixed is not None,
+        scale_by_residuals=sigma is None or not absolute_sigma,
+    )
+    notes = [n for n in notes if n]
+    for name in ("A", "B", "C_mid", "R0"):
+        value, err = params[name], stderr[name]
+        if math.isinf(err):
+            notes.append(f"{name} is not determined by the data (singular Jacobian)")
+        elif math.isfinite(err) and value != 0 and err / abs(value) > _POORLY_IDENTIFIED:
+            notes.append(
+                f"{name} is poorly identified (standard error {err:.3g} is "
+                f"{err / abs(value):.0%} of the estimate)"
+            )
+    for name, (lo, hi) in (("A", bounds.A), ("R0", bounds.R0)):
+        if name == "R0" and r0_fixed is not None:
+            continue
+        if any(np.isfinite(b) and abs(params[name] - b) <= 1e-9 * (1 + abs(b)) for b in (lo, hi)):
+            notes.append(f"{name} sits on its bound {params[name]:g} (bounds {lo:g}..{hi:g})")
+    dof = int(cw.size - len(covar))
+    if dof == 0:
+        notes.append("no degrees of freedom left (as many points as parameters): no errors")
+    message = "; ".join(notes) if notes else "converged: exact least-squares optimum"
+    if not converged:
+        message = "NOT CONVERGED: " + message
+        warnings.warn(message, NotConvergedWarning, stacklevel=3)
+    elif notes:
+        warnings.warn(message, IdentifiabilityWarning, stacklevel=3)
+    return SigmoidFit(
+        params=params,
+        stderr=stderr,
+        covar=covar,
+        rss=rss,
+        n=int(cw.size),
+        dof=dof,
+        converged=converged,
+        message=message,
+        method=method,
+        compute=compute,
+        reward=reward,
+        sigma=sigma,
+        window=window,
+        r0_fixed=r0_fixed,
+        bounds=bounds,
+        absolute_sigma=absolute_sigma,
+        min_compute=min_compute,
+        max_compute=max_compute,
+        label=label,
+    )
+
+
+def _window(c: np.ndarray, lo: float | None, hi: float | None) -> np.ndarray:
+    window = np.ones(c.shape, dtype=bool)
+    if lo is not None:
+        window &= c >= lo
+    if hi is not None:
+        window &= c <= hi
+    return window
+
+
+def _check_fittable(c, r, r0, lo, hi) -> None:
+    n_params = 3 if r0 is not None else 4
+    where = f" in the window [{lo if lo is not None else 0}, {hi if hi is not None else 'inf'}]"
+    if c.size < n_params:
+        raise RLCurvesError(
+            f"only {c.size} point(s){where}, fewer than the {n_params} parameters to fit; widen "
+            "the window (min_compute/max_compute), add points, or fix R0 with r0=.",
+            n_points=int(c.size),
+            n_params=n_params,
+        )
+    distinct = np.unique(c).size
+    if distinct < n_params - 1:
+        raise RLCurvesError(
+            f"only {distinct} distinct compute value(s){where}: the curve's shape cannot be "
+            f"determined; at least {n_params - 1} are needed.",
+            distinct=int(distinct),
+        )
+    if np.ptp(r) == 0 and (r0 is None or r[0] == r0):
+        raise RLCurvesError(
+            f"reward is constant ({r[0]:g} at all {r.size} points{where}): there is no curve to "
+            "fit. Check that the right column was passed as reward.",
+            value=float(r[0]),
+        )
+
+
+def resolve_bounds(bounds: BoundsArg, reward: np.ndarray, r0: float | None) -> Bounds:
+    """Turn the ``bounds`` argument into box bounds on A and R0 (see :func:`fit_sigmoid`)."""
+    if bounds is None:
+        return Bounds()
+    if isinstance(bounds, str):
+        if bounds != "auto":
+            raise RLCurvesError(f"bounds must be 'auto', None or a dict, got {bounds!r}")
+        is_rate = bool(np.all((reward >= 0) & (reward <= 1)))
+        if is_rate and (r0 is None or 0 <= r0 <= 1):
+            return Bounds(A=(0.0, 1.0), R0=(0.0, 1.0))
+        return Bounds()
+    unknown = set(bounds) - {"A", "R0"}
+    if unknown:
+        raise RLCurvesError(
+            f"bounds can be set for A and R0 only, got {sorted(unknown)}; B > 0 and C_mid > 0 "
+            "always hold."
+        )
+    out = Bounds()
+    for name, pair in bounds.items():
+        lo, hi = (float(v) for v in pair)
+        if not lo <= hi:
+            raise RLCurvesError(f"bounds for {name} must satisfy lower <= upper, got {pair}")
+        setattr(out, name, (lo, hi))
+    return out
+
+
+def fit_sigmoid_batch(
+    compute: ArrayLike,
+    rewards: ArrayLike,
+    *,
+    r0: float | None = None,
+    sigma: ArrayLike | None = None,
+    bounds: BoundsArg = "auto",
+    chunk_size: int = 256,
+) -> pd.DataFrame:
+    """Fit many curves at once, vectorized (a sweep of runs sharing a compute grid).
+
+    Parameters
+    ----------
+    compute : array_like, shape (n,) or (k, n)
+        Compute points, shared by all curves or one row per curve.
+    rewards : array_like, shape (k, n)
+        One curve per row.
+    r0, sigma, bounds
+        As in :func:`fit_sigmoid` (sigma broadcast to ``rewards``).
+    chunk_size : int
+        Curves solved per vectorized pass (bounds memory: the start grid holds
+        ``chunk_size * 560 * n`` floats).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per curve: ``A, B, C_mid, R0, rss, converged``.
+    """
+    y = np.asarray(rewards, dtype=float)
+    if y.ndim != 2:
+        raise RLCurvesError(f"rewards must be 2-D (curves x points), got shape {y.shape}")
+    c = np.asarray(compute, dtype=float)
+    if c.shape not in (y.shape, y.shape[1:]):
+        raise RLCurvesError(
+            f"compute shape {c.shape} does not match rewards {y.shape}: pass ({y.shape[1]},) or "
+            f"{y.shape}"
+        )
+    for arr, role in ((c, "compute"), (y, "rewards")):
+        if not np.all(np.isfinite(arr)):
+            raise RLCurvesError(f"{role} contains NaN or inf; drop or impute those points first")
+    if (c < 0).any():
+        raise RLCurvesError("compute must be >= 0")
+    w = (
+        np.ones_like(y)
+        if sigma is None
+        else 1.0
+        / np.broadcast_to(
+            as_float_array(np.ravel(sigma), "sigma").reshape(np.shape(sigma)), y.shape
+        )
+    )
+    box = resolve_bounds(bounds, y, r0)
+    x = log_compute(c)
+    rows = []
+    for start in range(0, y.shape[0], chunk_size):
+        sl = slice(start, start + chunk_size)
+        xs = x[sl] if x.ndim == 2 else x
+        sol = solve_batch(xs, y[sl], w[sl], r0, box)
+        rows.append(
+            pd.DataFrame(
+                {
+                    "A": sol.A,
+                    "B": np.exp(sol.log_B),
+                    "C_mid": np.exp(sol.m),
+                    "R0": sol.R0,
+                    "rss": sol.rss,
+                    "converged": sol.converged,
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True)

@@ -1,0 +1,310 @@
+"""SigmoidFit: the result of a sigmoid fit, with parameters, errors, prediction and a report."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from .model import PARAM_NAMES, inverse_sigmoid, jacobian_internal, log_compute, loglog_values
+from .model import sigmoid as sigmoid_curve
+from .solver import Bounds
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+EQUATION = "R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)"
+
+
+@dataclass(eq=False, repr=False)
+class SigmoidFit:
+    """A fitted ScaleRL curve ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)``.
+
+    Attributes
+    ----------
+    A, B, C_mid, R0 : float
+        Ceiling, efficiency exponent, midpoint compute and starting value.
+    params, stderr : dict
+        Estimates and standard errors by name; a fixed parameter has stderr NaN, a parameter the
+        data do not identify has stderr ``inf`` (or very large) and ``message`` says so.
+    cov : pandas.DataFrame
+        Covariance of the free parameters (natural units), labelled by name (``covar`` is the
+        same as a plain array, ordered as ``free_params``).
+    rss : float
+        (Weighted) residual sum of squares over the fitted window.
+    n, dof : int
+        Points in the fit window and degrees of freedom (n minus free parameters).
+    converged : bool
+        False when the optimum is not trustworthy; ``message`` says why.
+    message : str
+        What the solver concluded, in words.
+    method : str
+        The procedure that produced the fit ("exact", "paper-grid" or "lmfit").
+    compute, reward, sigma, window : numpy.ndarray
+        All the data passed (sigma may be None) and the boolean mask of points inside the fit
+        window, kept so that bootstrap, posterior and plots see exactly what the fit saw.
+    """
+
+    params: dict[str, float]
+    stderr: dict[str, float]
+    covar: np.ndarray
+    rss: float
+    n: int
+    dof: int
+    converged: bool
+    message: str
+    method: str
+    compute: np.ndarray
+    reward: np.ndarray
+    sigma: np.ndarray | None
+    window: np.ndarray
+    r0_fixed: float | None = None
+    bounds: Bounds = field(default_factory=Bounds)
+    absolute_sigma: bool = False
+    min_compute: float | None = None
+    max_compute: float | None = None
+    label: str | None = None
+
+    # ---- parameters -------------------------------------------------------------------------
+    @property
+    def A(self) -> float:
+        return self.params["A"]
+
+    @property
+    def B(self) -> float:
+        return self.params["B"]
+
+    @property
+    def C_mid(self) -> float:
+        return self.params["C_mid"]
+
+    @property
+    def R0(self) -> float:
+        return self.params["R0"]
+
+    @property
+    def cov(self) -> pd.DataFrame:
+        names = self.free_params
+        return pd.DataFrame(self.covar, index=names, columns=names)
+
+    @property
+    def free_params(self) -> list[str]:
+        """Names of the parameters that were fitted (R0 is absent when fixed)."""
+        return [p for p in PARAM_NAMES if not (p == "R0" and self.r0_fixed is not None)]
+
+    @property
+    def fit_compute(self) -> np.ndarray:
+        """Compute values inside the fit window."""
+        return self.compute[self.window]
+
+    @property
+    def fit_reward(self) -> np.ndarray:
+        """Rewards inside the fit window."""
+        return self.reward[self.window]
+
+    @property
+    def fit_sigma(self) -> np.ndarray | None:
+        return None if self.sigma is None else self.sigma[self.window]
+
+    @property
+    def residuals(self) -> np.ndarray:
+        """Observed minus fitted reward inside the window (unweighted)."""
+        return self.fit_reward - self.predict(self.fit_compute)
+
+    @property
+    def noise_sd(self) -> float:
+        """Estimated residual standard deviation, ``sqrt(rss / dof)`` (weighted units if sigma)."""
+        return math.sqrt(self.rss / self.dof) if self.dof > 0 else math.nan
+
+    @property
+    def aic(self) -> float:
+        """Akaike information criterion of the Gaussian likelihood (noise variance profiled out)."""
+        k = len(self.free_params) + 1
+        return self.n * math.log(max(self.rss, 1e-300) / self.n) + 2 * k
+
+    @property
+    def bic(self) -> float:
+        """Bayesian information criterion, as :attr:`aic` with ``k log n``."""
+        k = len(self.free_params) + 1
+        return self.n * math.log(max(self.rss, 1e-300) / self.n) + k * math.log(self.n)
+
+    # ---- using the curve --------------------------------------------------------------------
+    def predict(self, compute: ArrayLike) -> np.ndarray | float:
+        """The fitted curve at ``compute`` (a float for a scalar input)."""
+        out = sigmoid_curve(compute, self.A, self.B, self.C_mid, self.R0)
+        return float(out) if np.ndim(compute) == 0 else out
+
+    def compute_to_reach(self, reward: ArrayLike) -> np.ndarray | float:
+        """Compute at which the fitted curve reaches ``reward`` (the inverse of :meth:`predict`).
+
+        Returns ``inf`` for a reward at or beyond the ceiling A (never reached), 0 for one at or
+        before R0.
+        """
+        out = inverse_sigmoid(reward, self.A, self.B, self.C_mid, self.R0)
+        return float(out) if np.ndim(reward) == 0 else out
+
+    def loglog(self, compute: ArrayLike | None = None, reward: ArrayLike | None = None):
+        """The paper's log-log transform: ``log F(R)`` against ``log C`` (a line of slope B).
+
+        Parameters
+        ----------
+        compute, reward : array_like, optional
+            Points to transform; default: the fitted window's data.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``compute``, ``reward``, ``log_compute``, ``log_F``; points where F is
+            undefined (reward at or beyond A, or not past R0) have NaN.
+        """
+        if compute is None and reward is None:
+            compute, reward = self.fit_compute, self.fit_reward
+        c = np.asarray(compute, dtype=float)
+        r = np.asarray(reward, dtype=float)
+        lc, lf = loglog_values(c, r, self.A, self.B, self.C_mid, self.R0)
+        return pd.DataFrame({"compute": c, "reward": r, "log_compute": lc, "log_F": lf})
+
+    # ---- reporting --------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-Python summary (JSON-serializable): parameters, errors, fit statistics."""
+        out: dict[str, Any] = {
+            "model": EQUATION,
+            "method": self.method,
+            "params": {k: float(v) for k, v in self.params.items()},
+            "stderr": {k: _json_float(v) for k, v in self.stderr.items()},
+            "fixed": [] if self.r0_fixed is None else ["R0"],
+            "rss": float(self.rss),
+            "n": int(self.n),
+            "dof": int(self.dof),
+            "converged": bool(self.converged),
+            "message": self.message,
+            "window": {"min_compute": self.min_compute, "max_compute": self.max_compute},
+        }
+        if self.label is not None:
+            out["label"] = self.label
+        return out
+
+    def summary(self) -> str:
+        """A readable report of the fit, in the manner of lmfit's ``fit_report``."""
+        lo = "0" if self.min_compute is None else f"{self.min_compute:g}"
+        hi = "inf" if self.max_compute is None else f"{self.max_compute:g}"
+        lines = [f"[[Sigmoid fit{'' if self.label is None else ': ' + self.label}]]"]
+        lines.append(f"    model           = {EQUATION}")
+        lines.append(f"    method          = {self.method}")
+        lines.append(
+            f"    data points     = {self.n} of {self.compute.size} (window {lo} <= C <= {hi})"
+        )
+        lines.append(f"    free parameters = {len(self.free_params)}")
+        lines.append(f"    dof             = {self.dof}")
+        lines.append(f"    RSS             = {self.rss:.6g}")
+        lines.append(f"    residual sd     = {self.noise_sd:.4g}")
+        lines.append(f"    converged       = {self.converged}")
+        lines.append("[[Parameters]]")
+        for name in PARAM_NAMES:
+            value, err = self.params[name], self.stderr[name]
+            if name == "R0" and self.r0_fixed is not None:
+                lines.append(f"    {name:<6} = {value:.6g} (fixed)")
+            elif math.isfinite(err):
+                rel = f" ({abs(err / value):.2%})" if value != 0 else ""
+                lines.append(f"    {name:<6} = {value:.6g} +/- {err:.3g}{rel}")
+            else:
+                lines.append(f"    {name:<6} = {value:.6g} +/- {err} (not determined)")
+        corr = self.correlations()
+        pairs = [
+            (a, b, corr.loc[a, b])
+            for i, a in enumerate(corr.index)
+            for b in corr.index[i + 1 :]
+            if np.isfinite(corr.loc[a, b]) and abs(corr.loc[a, b]) > 0.5
+        ]
+        if pairs:
+            lines.append("[[Correlations]] (|r| > 0.5)")
+            for a, b, r in sorted(pairs, key=lambda t: -abs(t[2])):
+                lines.append(f"    C({a}, {b}) = {r:+.3f}")
+        lines.append("[[Notes]]")
+        lines.append(f"    {self.message}")
+        return "\n".join(lines)
+
+    def correlations(self) -> pd.DataFrame:
+        """Correlation matrix of the free parameters."""
+        sd = np.sqrt(np.diag(self.cov.to_numpy()))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            corr = self.cov.to_numpy() / np.outer(sd, sd)
+        return pd.DataFrame(corr, index=self.cov.index, columns=self.cov.columns)
+
+    def plot(self, ax: Axes | None = None, **kwargs: Any):
+        """Plot the data and the fitted curve (see :func:`rlcurves.plot.plot_fit`)."""
+        from .plot import plot_fit
+
+        return plot_fit(self, ax=ax, **kwargs)
+
+    def __repr__(self) -> str:
+        p = self.params
+        state = "" if self.converged else ", NOT converged"
+        return (
+            f"SigmoidFit(A={p['A']:.4g}, B={p['B']:.4g}, C_mid={p['C_mid']:.4g}, "
+            f"R0={p['R0']:.4g}, n={self.n}, rss={self.rss:.4g}{state})"
+        )
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _sqrt_or_flag(v: float) -> float:
+    # NaN (no degrees of freedom) stays NaN; a negative or infinite variance means "not determined".
+    if math.isnan(v):
+        return math.nan
+    return math.sqrt(v) if 0 <= v < math.inf else math.inf
+
+
+def _json_float(v: float) -> float | str:
+    return float(v) if math.isfinite(v) else str(v)
+
+
+def covariance(
+    compute: np.ndarray,
+    reward: np.ndarray,
+    weights: np.ndarray,
+    A: float,
+    B: float,
+    C_mid: float,
+    R0: float,
+    *,
+    r0_fixed: bool,
+    scale_by_residuals: bool,
+) -> tuple[np.ndarray, dict[str, float], float]:
+    """Asymptotic covariance ``s^2 (J^T J)^-1`` at the optimum, in natural units.
+
+    Returns the covariance (order A, B, C_mid[, R0]), standard errors by name (NaN for a
+    fixed R0, ``inf`` where
+    ``J^T J`` is singular: a parameter the data do not determine) and the weighted RSS.
+    """
+    x = log_compute(compute)
+    m = math.log(C_mid)
+    fitted = sigmoid_curve(compute, A, B, C_mid, R0)
+    rss = float(np.sum((weights * (reward - fitted)) ** 2))
+    J = jacobian_internal(x, A, R0, B, m)  # columns: A, R0, log B, m
+    # natural units: d/dB = d/dlogB / B, d/dC_mid = d/dm / C_mid; order A, B, C_mid, R0
+    J = np.stack([J[:, 0], J[:, 2] / B, J[:, 3] / C_mid, J[:, 1]], axis=1) * weights[:, None]
+    names = list(PARAM_NAMES)
+    if r0_fixed:
+        J, names = J[:, :3], names[:3]
+    n, p = J.shape
+    dof = n - p
+    JtJ = J.T @ J
+    d = np.sqrt(np.diag(JtJ))
+    cov = np.full((p, p), np.inf)
+    if np.all(d > 0) and np.all(np.isfinite(d)):
+        scaled = JtJ / np.outer(d, d)
+        eig = np.linalg.eigvalsh(scaled)
+        if eig[0] > 1e-13 * eig[-1]:
+            cov = np.linalg.inv(scaled) / np.outer(d, d)
+    if scale_by_residuals:
+        cov = cov * (rss / dof if dof > 0 else np.nan)
+    stderr = {name: _sqrt_or_flag(v) for name, v in zip(names, np.diag(cov), strict=False)}
+    if r0_fixed:
+        stderr["R0"] = math.nan
+    return cov, stderr, rss

@@ -1,0 +1,63 @@
+"""Bad input raises RLCurvesError (a ValueError) whose message says what is wrong and what to do."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlcurves import RLCurvesError, fit_sigmoid, fit_sigmoid_batch
+
+C = np.array([0, 100, 200, 400, 800, 1600, 3200.0])
+R = np.array([0.1, 0.12, 0.2, 0.3, 0.45, 0.55, 0.6])
+
+
+@pytest.mark.parametrize(
+    "compute,reward,match",
+    [
+        (np.r_[C[:-1], np.nan], R, "compute has 1 NaN"),
+        (C, np.r_[R[:-1], np.inf], "reward has 1 NaN or infinite"),
+        (np.r_[-1.0, C[1:]], R, "compute must be >= 0"),
+        (C[:-1], R, "different lengths"),
+        (C, np.full(C.size, 0.4), "reward is constant"),
+        (C[:3], R[:3], "fewer than the 4 parameters"),
+        (["a"] * 7, R, "must be numbers"),
+        (np.ones((2, 7)), np.ones((2, 7)), "one-dimensional"),
+    ],
+)
+def test_bad_arrays(compute, reward, match):
+    with pytest.raises(RLCurvesError, match=match):
+        fit_sigmoid(compute, reward)
+
+
+def test_is_a_value_error_with_details():
+    with pytest.raises(ValueError) as info:
+        fit_sigmoid(C, np.r_[R[:-1], np.nan])
+    assert info.value.details["positions"] == [6]
+
+
+def test_window_leaves_too_few_points():
+    with pytest.raises(RLCurvesError, match="window"):
+        fit_sigmoid(C, R, min_compute=1000)
+
+
+def test_missing_column_lists_the_columns():
+    df = pd.DataFrame({"gpu_hours": C, "pass_rate": R})
+    with pytest.raises(RLCurvesError, match=r"'reward'.*gpu_hours.*pass_rate"):
+        fit_sigmoid("gpu_hours", "reward", data=df)
+
+
+def test_bad_options():
+    with pytest.raises(RLCurvesError, match="unknown method"):
+        fit_sigmoid(C, R, method="magic")
+    with pytest.raises(RLCurvesError, match="bounds can be set for A and R0"):
+        fit_sigmoid(C, R, bounds={"B": (0, 1)})
+    with pytest.raises(RLCurvesError, match="sigma must be finite and > 0"):
+        fit_sigmoid(C, R, sigma=np.zeros(C.size))
+    with pytest.raises(RLCurvesError, match="r0 must be a finite"):
+        fit_sigmoid(C, R, r0=float("nan"))
+
+
+def test_batch_bad_shapes():
+    with pytest.raises(RLCurvesError, match="2-D"):
+        fit_sigmoid_batch(C, R)
+    with pytest.raises(RLCurvesError, match="does not match"):
+        fit_sigmoid_batch(C[:-1], np.tile(R, (3, 1)))
