@@ -283,3 +283,24 @@ def test_verl_metric_names_are_recognized_outside_its_file_logger(tmp_path):
     df = read_log(tmp_path / "export.csv", gpus=8)
     assert df.attrs["reward"]["column"] == "val-core/math/reward/mean@1"
     assert "timing_s/step" in df.attrs["compute"]["how"]
+
+
+def test_a_run_column_splits_a_long_table_by_itself(tmp_path):
+    long = pd.concat([REFERENCE.assign(run="seed0"), REFERENCE.assign(run="seed1")])
+    long.to_csv(tmp_path / "seeds.csv", index=False)
+    df = read_log(tmp_path / "seeds.csv")
+    assert sorted(df["run"].unique()) == ["seed0", "seed1"]
+    assert "run_original" not in df.columns
+    one = read_log(DATA / "reference.csv")
+    assert "run" not in one.columns and one.attrs["run"] == "reference"
+
+
+def test_a_compute_column_changed_by_cleaning_is_kept_as_original(tmp_path):
+    rows = pd.DataFrame(
+        {"step": [1, 2, 3, 4], "compute": [1.0, 2.0, 0.5, 1.5], "reward": [0.1] * 4}
+    )
+    rows.to_csv(tmp_path / "run.csv", index=False)
+    df = read_log(tmp_path / "run.csv")
+    np.testing.assert_array_equal(df["compute"], [1.0, 2.0, 2.5, 3.5])  # restart repaired
+    np.testing.assert_array_equal(df["compute_original"], [1.0, 2.0, 0.5, 1.5])
+    assert "reward_original" not in df.columns  # same values as the canonical reward

@@ -336,6 +336,8 @@ def _wandb_panel_to_long(
         parts.append(part)
         nan_parts.append(part_nan)
     long = pd.concat(parts, ignore_index=True)[["run", x_name, *metrics]]
+    if len(by_run) == 1:
+        long = long.drop(columns="run")  # the run's name is the RawLog's run
     how = (
         "explicit"
         if how_hint

@@ -199,13 +199,8 @@ def _curve(
         if name == "__compute":
             continue
         if name in CANONICAL:
-            same_values = name == "reward" and reward_column == "reward"
-            same_values |= (
-                name == "compute"
-                and axis.columns == ["compute"]
-                and axis.how.startswith("GPU-hours")
-            )
-            if same_values or (name == "run" and raw.run_column == "run"):
+            if name == "run" or _same(rows[name], out[name] if name in out else None):
+                # the canonical column carries it (the run name, or the very same values)
                 continue
             renamed[name] = f"{name}_original"
         out[renamed.get(name, name)] = rows[name].to_numpy()
@@ -226,6 +221,14 @@ def _curve(
         "meta": raw.meta,
     }
     return out, attrs
+
+
+def _same(original: pd.Series, canonical: pd.Series | None) -> bool:
+    if canonical is None or not pd.api.types.is_numeric_dtype(original):
+        return False
+    return bool(
+        np.array_equal(original.to_numpy(dtype=float), canonical.to_numpy(), equal_nan=True)
+    )
 
 
 def _check_paths(paths: Sequence[PathLike]) -> list[Path]:
@@ -356,10 +359,13 @@ def read_logs(
         else:
             loaded = [_load(path, format)]
         for raw in loaded:
+            if raw.run_column is None and "run" in raw.frame.columns:
+                raw.run_column = "run"  # a long table: one run per value of its 'run' column
+            several = raw.run_column is not None and raw.frame[raw.run_column].nunique() > 1
             if name is not None and name in raw.frame.columns:
                 raws.extend(_split_runs(raw, name))
             elif raw.run_column is not None:
-                if name is not None:
+                if name is not None and several:
                     raise RLCurvesError(
                         f"{raw.source}: run={name!r} names one run, but this file holds several "
                         f"(column {raw.run_column!r}); leave run= out to read them all.",
