@@ -50,13 +50,16 @@ FORMATS = [
     ("wandb/history.json", {"gpus": 8}, 1e-9),
     ("wandb/history_export.csv", {"gpus": 8}, 1e-9),
     ("tensorboard/grpo_run", {"gpu_hours_per_step": 0.2}, 1e-5),
+    ("tensorboard/grpo_run", {"gpus": 8}, 1e-5),
     ("trl/qwen-grpo", {"gpu_hours_per_step": 0.2}, 1e-9),
     ("pipelinerl/exp_math", {"gpus": 8}, 1e-9),
     ("recipe/cispo_small", {}, 1e-9),
 ]
 
 
-@pytest.mark.parametrize(("path", "kwargs", "rtol"), FORMATS, ids=[f[0] for f in FORMATS])
+@pytest.mark.parametrize(
+    ("path", "kwargs", "rtol"), FORMATS, ids=[f"{f[0]}-{sorted(f[1])}" for f in FORMATS]
+)
 def test_fit_from_each_format_matches_the_csv_fit(reference_fit, path, kwargs, rtol):
     df = read_log(DATA / path, **kwargs)
     fit = fit_sigmoid("compute", "reward", data=df)

@@ -184,14 +184,42 @@ def test_tensorboard_reads_both_scalar_encodings_and_keeps_the_later_write():
     assert len(df.attrs["meta"]["event_files"]) == 2
 
 
-def test_tensorboard_elapsed_time_chains_files_without_downtime():
+def test_tensorboard_restarted_clock_counts_neither_downtime_nor_lost_work():
     df = read_log(DATA / "tensorboard" / "grpo_run", gpus=8)
-    # file 1 ran 120 steps (10800 s); file 2 ran steps 101-200 (9000 s); the 1000 s gap is not
-    # counted. Compute at step 200 = 19800 s x 8 GPUs.
-    assert df["compute"].iloc[-1] == pytest.approx(19800 * 8 / 3600)
+    # file 2 (opened 1000 s after file 1 stopped at step 120) resumes at step 101: its clock
+    # starts again, and is offset by the time at step 100 of file 1, so the axis is the clean
+    # run's 90 s x 8 GPUs per step.
+    np.testing.assert_allclose(df["compute"], REFERENCE["gpu_hours"], rtol=1e-12)
     assert df.attrs["compute"]["columns"] == ["elapsed_seconds"]
-    # steps of the first file are 90 s apart, from the file's opening
-    assert df["compute"].iloc[0] == pytest.approx(10 * 90 * 8 / 3600)
+    restart = next(e for e in df.attrs["cleaning"] if e["step"] == "repair_compute_restart")
+    assert restart["restarts"] == [{"where": "step 101", "before": 20.0, "after": 0.2}]
+
+
+def test_tensorboard_concurrent_writers_share_one_clock(tmp_path):
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def write(name, tag, steps):
+        with (tmp_path / name).open("wb") as handle:
+            writer = RecordWriter(handle)
+            writer.write(
+                event_pb2.Event(wall_time=1000.0, file_version="brain.Event:2").SerializeToString()
+            )
+            for step in steps:
+                value = summary_pb2.Summary.Value(tag=tag, simple_value=step / 100)
+                event = event_pb2.Event(
+                    wall_time=1000.0 + 36 * step,
+                    step=step,
+                    summary=summary_pb2.Summary(value=[value]),
+                )
+                writer.write(event.SerializeToString())
+            writer.flush()
+
+    write("events.out.tfevents.1000.host.train", "train/reward", range(1, 21))
+    write("events.out.tfevents.1001.host.eval", "eval/reward", range(5, 21, 5))
+    df = read_log(tmp_path, gpus=100)  # 36 s x 100 GPUs = 1 GPU-hour per step
+    np.testing.assert_allclose(df["compute"], [5, 10, 15, 20])
+    assert "concurrent writers" in " ".join(df.attrs["notes"])
 
 
 def test_wandb_panel_export_with_two_runs_gives_a_run_column():

@@ -90,9 +90,12 @@ def load_tensorboard(path: Path, format_hint: str | None = None) -> RawLog:
 
     Each event file is a process's writing; a resumed run adds a file. Rows keep file order
     (files sorted by start time), so a step written again after a restart appears twice and the
-    cleaning keeps the later write. ``elapsed_seconds`` is each file's wall time since the file
-    was opened, with files chained end to start: the time the job was down between files is
-    not counted. ``wall_time`` (Unix seconds of the step's last event) is kept as written.
+    cleaning keeps the later write. ``elapsed_seconds`` is the wall time since the writing file
+    was opened: a restarted clock, which the compute axis repairs like any other (so neither the
+    downtime between files nor the work lost since the last checkpoint is counted). Files that
+    overlap in time are concurrent writers of one process (a separate eval writer, say): their
+    ``elapsed_seconds`` is then counted from the first file's opening. ``wall_time`` (Unix
+    seconds of the step's last event) is kept as written.
     """
     files = [path] if path.is_file() else event_files(path)
     if not files:
@@ -113,7 +116,9 @@ def load_tensorboard(path: Path, format_hint: str | None = None) -> RawLog:
             columns=[],
         )
     loaded.sort(key=lambda item: item[0])
-    parts, offset = [], 0.0
+    ends = [max(r[0] for r in rows) for _, _, rows in loaded]
+    concurrent = any(loaded[i + 1][0] < ends[i] for i in range(len(loaded) - 1))
+    parts = []
     for index, (start, _file, rows) in enumerate(loaded):
         long = pd.DataFrame(rows, columns=["wall_time", "step", "tag", "value"])
         # Within one file a tag written twice at a step keeps its last value (the later write).
@@ -124,9 +129,9 @@ def load_tensorboard(path: Path, format_hint: str | None = None) -> RawLog:
         wide.columns = [str(c) for c in wide.columns]
         wide = wide.reset_index()
         wide["wall_time"] = wall.reindex(wide["step"]).to_numpy()
-        wide["elapsed_seconds"] = wide["wall_time"] - start + offset
+        origin = loaded[0][0] if concurrent else start
+        wide["elapsed_seconds"] = wide["wall_time"] - origin
         wide["event_file"] = index
-        offset = float(wide["elapsed_seconds"].max())
         # pivot_table turns a written NaN and "not written" alike into NaN: rebuild which is which.
         written_nan = long[np.isnan(long["value"])]
         parts.append((wide, written_nan))
@@ -142,10 +147,13 @@ def load_tensorboard(path: Path, format_hint: str | None = None) -> RawLog:
     how = (
         "explicit" if format_hint else "detected: TensorBoard event file(s) (events.out.tfevents.*)"
     )
-    notes = [
-        f"{len(loaded)} event file(s) read with tensorboard's EventFileLoader; elapsed_seconds "
-        "chains the files end to start (downtime between files not counted)"
-    ]
+    clock = (
+        "files overlap in time (concurrent writers): elapsed_seconds counts from the first "
+        "file's opening"
+        if concurrent
+        else "elapsed_seconds counts from each file's opening (a restart restarts it)"
+    )
+    notes = [f"{len(loaded)} event file(s) read with tensorboard's EventFileLoader; {clock}"]
     return RawLog(
         frame,
         "tensorboard",
