@@ -332,3 +332,14 @@ def test_a_compute_column_changed_by_cleaning_is_kept_as_original(tmp_path):
     np.testing.assert_array_equal(df["compute"], [1.0, 2.0, 2.5, 3.5])  # restart repaired
     np.testing.assert_array_equal(df["compute_original"], [1.0, 2.0, 0.5, 1.5])
     assert "reward_original" not in df.columns  # same values as the canonical reward
+
+
+def test_wandb_panel_bucket_means_are_flagged(tmp_path):
+    text = "Step,r - eval/reward,r - eval/reward__MIN,r - eval/reward__MAX\n"
+    text += "10,0.5,0.5,0.5\n20,0.6,0.55,0.65\n"
+    (tmp_path / "panel.csv").write_text(text)
+    df = read_log(tmp_path / "panel.csv", gpu_hours_per_step=1)
+    assert df.attrs["run"] == "r"
+    assert any("__MIN != __MAX at 1 rows" in note for note in df.attrs["notes"])
+    exact = read_log(DATA / "wandb" / "panel_eval_reward.csv", gpu_hours_per_step=0.2)
+    assert not any("bucket" in note for note in exact.attrs["runs"]["run-a"]["notes"])

@@ -336,6 +336,20 @@ def _wandb_panel_to_long(
         parts.append(part)
         nan_parts.append(part_nan)
     long = pd.concat(parts, ignore_index=True)[["run", x_name, *metrics]]
+    notes = [f"W&B panel export: x axis {x_name!r}, {len(by_run)} run(s): {sorted(by_run)}"]
+    for metric in metrics:
+        low, high = long.get(f"{metric}__MIN"), long.get(f"{metric}__MAX")
+        if low is not None and high is not None:
+            bucketed = int(
+                (low.to_numpy() != high.to_numpy()).sum() - (low.isna() & high.isna()).sum()
+            )
+            if bucketed:
+                # W&B draws a bucket's mean when a panel has more points than it shows.
+                notes.append(
+                    f"{metric!r}: __MIN != __MAX at {bucketed} rows, so those values are W&B "
+                    "bucket means; export the full history (run.history / scan_history) for "
+                    "the exact curve"
+                )
     if len(by_run) == 1:
         long = long.drop(columns="run")  # the run's name is the RawLog's run
     how = (
@@ -352,7 +366,7 @@ def _wandb_panel_to_long(
         nan_cells=_concat_nan_cells(parts, nan_parts),
         step_candidates=(x_name,),
         run_column="run" if len(by_run) > 1 else None,
-        notes=[f"W&B panel export: x axis {x_name!r}, {len(by_run)} run(s): {sorted(by_run)}"],
+        notes=notes,
         meta={"wandb_runs": sorted(by_run)},
     )
 

@@ -234,7 +234,7 @@ def _same(original: pd.Series, canonical: pd.Series | None) -> bool:
 def _check_paths(paths: Sequence[PathLike]) -> list[Path]:
     out = []
     for item in paths:
-        path = Path(item)
+        path = Path(item).expanduser()
         if not path.exists():
             raise RLCurvesError(f"{path}: no such file or folder.", file=str(path))
         out.append(path)
