@@ -436,3 +436,11 @@ def test_describe_log_tells_what_was_chosen_and_cleaned():
 def test_one_run_name_for_a_file_of_several_runs_is_refused():
     with pytest.raises(RLCurvesError, match="holds several"):
         read_log(DATA / "wandb" / "panel_eval_reward.csv", gpu_hours_per_step=0.2, run="mine")
+
+
+def test_a_reward_column_with_text_names_the_bad_value(tmp_path):
+    (tmp_path / "run.csv").write_text("step,gpu_hours,val_reward\n1,1,0.1\n2,2,0.2 (best)\n")
+    with pytest.raises(RLCurvesError, match=r"first other value: '0\.2 \(best\)'"):
+        read_log(tmp_path / "run.csv", reward="val_reward")
+    with pytest.raises(RLCurvesError, match=r"'val_reward' would be the reward but holds text"):
+        read_log(tmp_path / "run.csv")

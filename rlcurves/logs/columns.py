@@ -139,8 +139,9 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
             raise _missing(raw, "the reward", reward, f"Pass reward='<one of these>'.{hint}")
         if not _numeric(frame, reward):
             raise RLCurvesError(
-                f"{raw.source}: reward column {reward!r} holds no numbers "
-                f"(dtype {frame[reward].dtype}). Pass reward= a numeric metric column.",
+                f"{raw.source}: reward column {reward!r} is not all numbers (first other value: "
+                f"{_first_non_number(frame[reward])!r}). Pass reward= a numeric metric column, "
+                "or fix that value in the log.",
                 file=raw.source,
                 column=reward,
                 columns=[str(c) for c in frame.columns],
@@ -150,8 +151,11 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
         str(c) for c in frame.columns if any(p.match(str(c)) for p in VALIDATION_PATTERNS)
     )
     generic = (REWARD_RANKS[0] + by_pattern, *REWARD_RANKS[1:])
+    not_numbers: list[str] = []
     for rank in (*raw.reward_candidates, *generic):
-        found = [c for c in find(frame, rank) if _numeric(frame, c)]
+        named = find(frame, rank)
+        found = [c for c in named if _numeric(frame, c)]
+        not_numbers += [c for c in named if c not in found and c not in not_numbers]
         if len(found) == 1:
             return found[0], "detected: the best-ranked reward name present"
         if len(found) > 1:
@@ -163,12 +167,26 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
                 columns=[str(c) for c in frame.columns],
             )
     columns = [str(c) for c in frame.columns]
+    why = "".join(
+        f" Column {c!r} would be the reward but holds text ({_first_non_number(frame[c])!r})."
+        for c in not_numbers
+    )
     raise RLCurvesError(
-        f"{raw.source}: no reward column recognized among the columns found: {columns}. "
+        f"{raw.source}: no reward column recognized among the columns found: {columns}.{why} "
         "Pass reward='<column>' naming the validation metric to fit.",
         file=raw.source,
         columns=columns,
     )
+
+
+def _first_non_number(column: pd.Series) -> object:
+    for value in column.dropna():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            try:
+                float(value)
+            except (TypeError, ValueError):
+                return value
+    return None
 
 
 def choose_step(raw: RawLog) -> str | None:
