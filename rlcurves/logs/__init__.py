@@ -6,7 +6,8 @@ panel CSV exports and TensorBoard event files, derives the compute axis in GPU-h
 FLOPs), cleans resumed runs and sparse evaluations, and says in ``attrs`` what it chose and did.
 """
 
-from .reader import FORMATS, read_log, read_logs
+from .locate import FORMATS
+from .reader import read_log, read_logs
 from .report import describe_log
 from .wandb_live import read_wandb_run
 

@@ -158,3 +158,27 @@ def parse_text_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.nd
         else:
             out[name] = written.astype(object).where(~missing, None)
     return out, nan_cells
+
+
+def flatten(record: dict, prefix: str = "") -> dict:
+    flat: dict = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, prefix=f"{name}/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def concat_nan_cells(parts: list[pd.DataFrame], nan_parts: list[dict]) -> dict[str, np.ndarray]:
+    names = {n for cells in nan_parts for n in cells}
+    out = {}
+    for name in names:
+        out[name] = np.concatenate(
+            [
+                cells.get(name, np.zeros(len(part), dtype=bool))
+                for part, cells in zip(parts, nan_parts, strict=False)
+            ]
+        )
+    return out

@@ -10,131 +10,15 @@ import numpy as np
 import pandas as pd
 
 from ..errors import RLCurvesError
+from ._paths import TABLE_SUFFIXES
 from ._raw import RawLog
 from .clean import clean_rows
 from .columns import choose_reward, choose_step
 from .compute import derive_compute, repair_restarts
-from .formats import (
-    LOADERS,
-    SIDECAR_FILES,
-    TABLE_SUFFIXES,
-    load_jsonl,
-    load_pipelinerl_folder,
-    load_recipe_folder,
-    load_table_text,
-    pipelinerl_stream_files,
-    trl_state_file,
-)
-from .tensorboard import event_files, is_event_file, load_tensorboard
+from .locate import check_format, discover, load, run_folder_kind
 
-FORMATS = (
-    "auto",
-    "csv",
-    "tsv",
-    "parquet",
-    "jsonl",
-    "json",
-    "verl",
-    "wandb",
-    "wandb-csv",
-    "tensorboard",
-    "trl",
-    "pipelinerl",
-    "recipe",
-)
 CANONICAL = ("compute", "reward", "run")
 PathLike = str | os.PathLike
-
-
-def _check_format(format: str) -> None:
-    if format not in FORMATS:
-        raise RLCurvesError(
-            f"unknown format {format!r}; pass format= one of {list(FORMATS)}.",
-            format=format,
-            formats=list(FORMATS),
-        )
-
-
-def _run_folder_kind(folder: Path) -> str | None:
-    """The format of a folder that is one run by itself, or None."""
-    if (folder / "log.jsonl").is_file():
-        return "recipe"
-    if trl_state_file(folder) is not None:
-        return "trl"
-    if pipelinerl_stream_files(folder):
-        return "pipelinerl"
-    if event_files(folder):
-        return "tensorboard"
-    return None
-
-
-def _discover(folder: Path) -> list[Path]:
-    """Runs under a folder: run folders (not descended into) and log files, depth first."""
-    found: list[Path] = []
-    for child in sorted(folder.iterdir()):
-        if child.name.startswith("."):
-            continue
-        if child.is_dir():
-            found.extend([child] if _run_folder_kind(child) else _discover(child))
-        elif child.suffix.lower() in TABLE_SUFFIXES and child.name not in SIDECAR_FILES:
-            found.append(child)
-    return found
-
-
-def _load(path: Path, format: str) -> RawLog:
-    """One run's records from a file or a run folder."""
-    if path.is_dir():
-        kind = _run_folder_kind(path) if format == "auto" else format
-        if kind == "recipe":
-            raw = load_recipe_folder(path)
-            return raw
-        if kind == "trl":
-            state = trl_state_file(path)
-            if state is None:
-                raise RLCurvesError(
-                    f"{path}: no trainer_state.json here or in checkpoint-*/.", file=str(path)
-                )
-            raw = LOADERS["trl"](state)
-            raw.run = path.resolve().name
-            return raw
-        if kind == "pipelinerl":
-            if not pipelinerl_stream_files(path):
-                raise RLCurvesError(
-                    f"{path}: no streams/stats*/*/*/*.jsonl files here.", file=str(path)
-                )
-            return load_pipelinerl_folder(path)
-        if kind == "tensorboard":
-            return load_tensorboard(path, None if format == "auto" else format)
-        raise RLCurvesError(
-            f"{path}: a folder that is not one run by itself (no log.jsonl, trainer_state.json, "
-            "streams/stats or event files), and format={format!r} cannot read a folder.",
-            file=str(path),
-        )
-    if format == "tensorboard" or (format == "auto" and is_event_file(path)):
-        return load_tensorboard(path, None if format == "auto" else format)
-    if format != "auto" and format not in ("wandb",):
-        return LOADERS[format](path, format)
-    hint = None if format == "auto" else format
-    suffix = path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        return LOADERS["parquet"](path, hint)
-    if suffix in (".csv", ".tsv", ".txt"):
-        return load_table_text(path, hint)
-    if suffix in (".jsonl", ".ndjson"):
-        if path.name == "log.jsonl" and hint is None:
-            raw = load_jsonl(path)
-            if raw.format == "recipe":
-                return LOADERS["recipe"](path)
-            return raw
-        return load_jsonl(path, hint)
-    if suffix == ".json":
-        return LOADERS["json"](path, hint)
-    raise RLCurvesError(
-        f"{path}: cannot tell the log format from the file name; pass format= one of "
-        f"{list(FORMATS[1:])}.",
-        file=str(path),
-        formats=list(FORMATS[1:]),
-    )
 
 
 def _split_runs(raw: RawLog, column: str) -> list[RawLog]:
@@ -293,7 +177,7 @@ def read_log(
         Unknown format, empty file, missing or ambiguous column, no usable rows; the message
         names the file, the columns found and what to pass instead.
     """
-    _check_format(format)
+    check_format(format)
     if isinstance(path, (str, os.PathLike)):
         paths = [path]
     else:
@@ -324,7 +208,7 @@ def read_logs(
     Same arguments as :func:`read_log`, applied to every run; ``run`` may be a list with one
     name per path. Runs must share a compute unit (all GPU-hours or all FLOPs).
     """
-    _check_format(format)
+    check_format(format)
     if not paths:
         raise RLCurvesError("no paths given: pass at least one log file or folder.")
     checked = _check_paths(paths)
@@ -340,8 +224,8 @@ def read_logs(
             )
     raws: list[RawLog] = []
     for path, name in zip(checked, names, strict=False):
-        if path.is_dir() and _run_folder_kind(path) is None:
-            found = _discover(path)
+        if path.is_dir() and run_folder_kind(path) is None:
+            found = discover(path)
             if not found:
                 raise RLCurvesError(
                     f"{path}: no logs found in this folder (looked for files ending in "
@@ -349,7 +233,7 @@ def read_logs(
                     "or streams/stats, and TensorBoard event files).",
                     file=str(path),
                 )
-            loaded = [_load(p, format) for p in found]
+            loaded = [load(p, format) for p in found]
             if name is not None:
                 raise RLCurvesError(
                     f"{path}: run={name!r} names one run, but this folder holds {len(found)}; the "
@@ -357,7 +241,7 @@ def read_logs(
                     file=str(path),
                 )
         else:
-            loaded = [_load(path, format)]
+            loaded = [load(path, format)]
         for raw in loaded:
             if raw.run_column is None and "run" in raw.frame.columns:
                 raw.run_column = "run"  # a long table: one run per value of its 'run' column

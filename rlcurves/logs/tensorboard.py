@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import RLCurvesError
+from ._paths import run_name_for
 from ._raw import RawLog
-from .formats import run_name_for
 
 
 def is_event_file(path: Path) -> bool:

@@ -1,0 +1,189 @@
+"""Tables: CSV/TSV (plain, W&B panel exports, W&B histories saved with to_csv) and Parquet."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import RLCurvesError
+from ._paths import empty_error, run_name_for
+from ._raw import RawLog, concat_nan_cells, parse_text_table
+
+_WANDB_PANEL_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<agg>__MIN|__MAX)?$")
+
+
+def _separator(path: Path, first_line: str) -> str:
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    if path.suffix.lower() == ".csv":
+        return ","
+    return "\t" if first_line.count("\t") > first_line.count(",") else ","
+
+
+def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
+    """CSV or TSV: a generic table, a W&B panel export, or a W&B history saved with to_csv."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first_line = handle.readline()
+    if not first_line.strip():
+        raise empty_error(path, "the file is empty (no header line)")
+    sep = "\t" if format_hint == "tsv" else "," if format_hint == "csv" else None
+    sep = sep or _separator(path, first_line)
+    try:
+        text = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError as exc:
+        raise empty_error(path, "the file is empty") from exc
+    except pd.errors.ParserError as exc:
+        raise RLCurvesError(
+            f"{path}: could not be parsed as {'TSV' if sep == chr(9) else 'CSV'} ({exc}). "
+            "Pass format= with the right format.",
+            file=str(path),
+        ) from exc
+    text = _drop_saved_index(text)
+    frame, nan_cells = parse_text_table(text)
+    if frame.empty:
+        raise empty_error(path, f"the table has a header ({list(frame.columns)}) but no rows")
+    fmt = "tsv" if sep == "\t" else "csv"
+    how = f"detected: {'tab' if sep == chr(9) else 'comma'}-separated table"
+    if format_hint in ("wandb-csv", None) and _is_wandb_panel(frame.columns):
+        return _wandb_panel_to_long(frame, nan_cells, path, how_hint=format_hint)
+    if format_hint == "wandb-csv":
+        raise RLCurvesError(
+            f"{path}: format='wandb-csv' expects a W&B panel export (first column the x axis, then "
+            f"'<run> - <metric>' with __MIN/__MAX columns); columns found: {list(frame.columns)}. "
+            "Pass format='csv' for a plain table.",
+            file=str(path),
+            columns=[str(c) for c in frame.columns],
+        )
+    columns = set(frame.columns)
+    if format_hint == "wandb" or (
+        format_hint is None and "_step" in columns and {"_runtime", "_timestamp"} & columns
+    ):
+        fmt, how = "wandb", "detected: '_step' and '_runtime'/'_timestamp' columns (W&B history)"
+    if format_hint is not None:
+        fmt, how = format_hint, "explicit"
+    return RawLog(frame, fmt, how, str(path), run_name_for(path), nan_cells=nan_cells)
+
+
+def _drop_saved_index(text: pd.DataFrame) -> pd.DataFrame:
+    """DataFrame.to_csv writes the index as an unnamed first column: it is not a metric."""
+    first = text.columns[0] if len(text.columns) else None
+    if first is not None and (first == "" or str(first).startswith("Unnamed: 0")):
+        return text.drop(columns=[first])
+    return text
+
+
+def _is_wandb_panel(columns: pd.Index) -> bool:
+    names = [str(c) for c in columns[1:]]
+    return (
+        bool(names)
+        and all(_WANDB_PANEL_COLUMN.match(n) for n in names)
+        and any(n.endswith(("__MIN", "__MAX")) for n in names)
+    )
+
+
+def _wandb_panel_to_long(
+    frame: pd.DataFrame, nan_cells: dict, path: Path, how_hint: str | None
+) -> RawLog:
+    """A W&B chart export: first column the x axis, then '<run> - <metric>[__MIN|__MAX]'.
+
+    Reshaped to one row per (run, x) where the run wrote something, with a 'run' column.
+    """
+    x_name = str(frame.columns[0])
+    by_run: dict[str, list[tuple[str, str]]] = {}
+    for column in frame.columns[1:]:
+        match = _WANDB_PANEL_COLUMN.match(str(column))
+        assert match is not None
+        metric = match["metric"] + (match["agg"] or "")
+        by_run.setdefault(match["run"], []).append((str(column), metric))
+    metrics = list(dict.fromkeys(m for columns in by_run.values() for _, m in columns))
+    none = np.zeros(len(frame), dtype=bool)
+    parts, nan_parts = [], []
+    for run, columns in by_run.items():
+        # A row belongs to this run where it wrote a value (or a NaN) in one of its columns.
+        written = np.zeros(len(frame), dtype=bool)
+        for column, _ in columns:
+            written |= frame[column].notna().to_numpy() | nan_cells.get(column, none)
+        part = pd.DataFrame({"run": run, x_name: frame[x_name].to_numpy()[written]})
+        part_nan = {}
+        for column, metric in columns:
+            part[metric] = frame[column].to_numpy()[written]
+            part_nan[metric] = nan_cells.get(column, none)[written]
+        parts.append(part)
+        nan_parts.append(part_nan)
+    long = pd.concat(parts, ignore_index=True)[["run", x_name, *metrics]]
+    notes = [f"W&B panel export: x axis {x_name!r}, {len(by_run)} run(s): {sorted(by_run)}"]
+    for metric in metrics:
+        low, high = long.get(f"{metric}__MIN"), long.get(f"{metric}__MAX")
+        if low is not None and high is not None:
+            bucketed = int(
+                (low.to_numpy() != high.to_numpy()).sum() - (low.isna() & high.isna()).sum()
+            )
+            if bucketed:
+                # W&B draws a bucket's mean when a panel has more points than it shows.
+                notes.append(
+                    f"{metric!r}: __MIN != __MAX at {bucketed} rows, so those values are W&B "
+                    "bucket means; export the full history (run.history / scan_history) for "
+                    "the exact curve"
+                )
+    if len(by_run) == 1:
+        long = long.drop(columns="run")  # the run's name is the RawLog's run
+    how = (
+        "explicit"
+        if how_hint
+        else "detected: '<run> - <metric>' and __MIN/__MAX columns (W&B panel CSV)"
+    )
+    return RawLog(
+        long,
+        "wandb-csv",
+        how,
+        str(path),
+        next(iter(by_run)) if len(by_run) == 1 else run_name_for(path),
+        nan_cells=concat_nan_cells(parts, nan_parts),
+        step_candidates=(x_name,),
+        run_column="run" if len(by_run) > 1 else None,
+        notes=notes,
+        meta={"wandb_runs": sorted(by_run)},
+    )
+
+
+# --- Parquet -----------------------------------------------------------------------------------
+
+
+def load_parquet(path: Path, format_hint: str | None = None) -> RawLog:
+    """A Parquet table; nulls are missing, float NaNs are written NaNs."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise RLCurvesError(
+            f"{path}: could not be read as Parquet ({exc}). Pass format= with the right format.",
+            file=str(path),
+        ) from exc
+    if table.num_rows == 0:
+        raise empty_error(path, f"the table has columns {table.column_names} but no rows")
+    nan_cells = {}
+    for name in table.column_names:
+        column = table[name]
+        if column.type in (_pa_float(16), _pa_float(32), _pa_float(64)):
+            mask = pc.fill_null(pc.is_nan(column), False).to_numpy(zero_copy_only=False)
+            if mask.any():
+                nan_cells[name] = mask.astype(bool)
+    frame = table.to_pandas()
+    columns = set(frame.columns)
+    fmt, how = "parquet", "detected: Parquet file"
+    if "_step" in columns and {"_runtime", "_timestamp"} & columns:
+        fmt, how = "wandb", "detected: Parquet with '_step' and '_runtime' (W&B history)"
+    if format_hint is not None:
+        fmt, how = format_hint, "explicit"
+    return RawLog(frame, fmt, how, str(path), run_name_for(path), nan_cells=nan_cells)
+
+
+def _pa_float(bits: int):
+    import pyarrow as pa
+
+    return {16: pa.float16(), 32: pa.float32(), 64: pa.float64()}[bits]
