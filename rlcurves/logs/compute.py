@@ -222,6 +222,8 @@ def repair_restarts(
     rest is shifted up by the value just before the drop. Records with no compute of their own
     take the repaired compute of another record at the same step (counted as ``joined``).
     Refuses (RLCurvesError) when drops are so frequent that the column is not cumulative.
+    A restart shows only as a drop: a restarted clock whose first value already exceeds the last
+    value before the restart (a segment shorter than one step of the next) goes unseen.
 
     Returns
     -------
