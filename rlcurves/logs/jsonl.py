@@ -141,7 +141,7 @@ def detect_jsonl_format(records: list[dict], path: Path) -> tuple[str, str]:
     if head and all(is_verl_record(r) for r in head):
         return "verl", "detected: every record is {'step', 'data'} (verl file logger)"
     kinds = {r.get("kind") for r in head}
-    if {"train", "eval"} & kinds and kinds <= {"train", "eval", None}:
+    if {"train", "eval"} & kinds:
         return "recipe", "detected: records carry kind='train'/'eval' (rlcurves recipe log.jsonl)"
     keys = set().union(*(r.keys() for r in head)) if head else set()
     if "trainer_model_version" in keys or "streams/stats" in path.as_posix():
