@@ -444,3 +444,14 @@ def test_a_reward_column_with_text_names_the_bad_value(tmp_path):
         read_log(tmp_path / "run.csv", reward="val_reward")
     with pytest.raises(RLCurvesError, match=r"'val_reward' would be the reward but holds text"):
         read_log(tmp_path / "run.csv")
+
+
+def test_read_log_takes_a_wandb_run_path(monkeypatch):
+    import types
+
+    fake = types.ModuleType("wandb")
+    fake.Api = _FakeApi
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    df = read_logs(["wandb:team/proj/abc123", DATA / "recipe" / "cispo_small"], gpus=8)
+    assert sorted(df["run"].unique()) == ["brisk-pond-7", "cispo_small"]
+    assert df.attrs["runs"]["brisk-pond-7"]["source"] == "wandb:team/proj/abc123"

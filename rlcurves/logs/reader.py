@@ -16,6 +16,7 @@ from .clean import clean_rows
 from .columns import choose_reward, choose_step
 from .compute import derive_compute, repair_restarts
 from .locate import check_format, discover, load, run_folder_kind
+from .wandb_live import WANDB_PREFIX, load_wandb_run
 
 CANONICAL = ("compute", "reward", "run")
 PathLike = str | os.PathLike
@@ -115,9 +116,12 @@ def _same(original: pd.Series, canonical: pd.Series | None) -> bool:
     )
 
 
-def _check_paths(paths: Sequence[PathLike]) -> list[Path]:
-    out = []
+def _check_paths(paths: Sequence[PathLike]) -> list[Path | str]:
+    out: list[Path | str] = []
     for item in paths:
+        if isinstance(item, str) and item.startswith(WANDB_PREFIX):
+            out.append(item)
+            continue
         path = Path(item).expanduser()
         if not path.exists():
             raise RLCurvesError(f"{path}: no such file or folder.", file=str(path))
@@ -142,7 +146,8 @@ def read_log(
     path : str, Path or list of them
         A log file (CSV/TSV, Parquet, JSON lines, JSON, TensorBoard event file), a run folder
         (the recipe's run folder with ``log.jsonl``, a TRL output folder, a PipelineRL experiment,
-        a TensorBoard run folder), or a folder of runs (one run per file or sub-folder).
+        a TensorBoard run folder), a folder of runs (one run per file or sub-folder), or a live
+        W&B run as ``"wandb:entity/project/run_id"`` (needs the ``wandb`` package and a login).
     format : str
         ``"auto"`` (detect), or one of ``csv tsv parquet jsonl json verl wandb wandb-csv
         tensorboard trl pipelinerl recipe``.
@@ -211,7 +216,7 @@ def read_logs(
     check_format(format)
     if not paths:
         raise RLCurvesError("no paths given: pass at least one log file or folder.")
-    checked = _check_paths(paths)
+    checked = _check_paths(paths)  # W&B run paths ('wandb:entity/project/id') pass as str
     names: list[str | None]
     if run is None or isinstance(run, str):
         names = [run] * len(checked)
@@ -224,7 +229,9 @@ def read_logs(
             )
     raws: list[RawLog] = []
     for path, name in zip(checked, names, strict=False):
-        if path.is_dir() and run_folder_kind(path) is None:
+        if isinstance(path, str):
+            loaded = [load_wandb_run(path)]
+        elif path.is_dir() and run_folder_kind(path) is None:
             found = discover(path)
             if not found:
                 raise RLCurvesError(

@@ -40,6 +40,18 @@ def read_wandb_run(
     """
     from .reader import _assemble, _curve
 
+    raw = load_wandb_run(run_path, keys=keys, api=api)
+    curve = _curve(
+        raw, compute=compute, reward=reward, gpus=gpus, gpu_hours_per_step=gpu_hours_per_step
+    )
+    return _assemble([curve], with_run_column=False)
+
+
+WANDB_PREFIX = "wandb:"
+
+
+def load_wandb_run(run_path: str, keys: Sequence[str] | None = None, api: object | None = None):
+    """A W&B run's full history as a :class:`RawLog` (``run_path`` may start with 'wandb:')."""
     if api is None:
         try:
             import wandb
@@ -50,6 +62,7 @@ def read_wandb_run(
                 missing="wandb",
             ) from exc
         api = wandb.Api()
+    run_path = run_path.removeprefix(WANDB_PREFIX).lstrip("/")
     run = api.run(run_path)
     history = run.scan_history(keys=list(keys)) if keys is not None else run.scan_history()
     records = [dict(row) for row in history]
@@ -62,7 +75,7 @@ def read_wandb_run(
             columns=[],
         )
     frame, nan_cells = frame_from_records(records)
-    raw = RawLog(
+    return RawLog(
         frame,
         "wandb-api",
         "explicit: W&B API run.scan_history()",
@@ -71,7 +84,3 @@ def read_wandb_run(
         nan_cells=nan_cells,
         meta={"wandb_config": dict(getattr(run, "config", {}) or {})},
     )
-    curve = _curve(
-        raw, compute=compute, reward=reward, gpus=gpus, gpu_hours_per_step=gpu_hours_per_step
-    )
-    return _assemble([curve], with_run_column=False)
