@@ -455,3 +455,14 @@ def test_read_log_takes_a_wandb_run_path(monkeypatch):
     df = read_logs(["wandb:team/proj/abc123", DATA / "recipe" / "cispo_small"], gpus=8)
     assert sorted(df["run"].unique()) == ["brisk-pond-7", "cispo_small"]
     assert df.attrs["runs"]["brisk-pond-7"]["source"] == "wandb:team/proj/abc123"
+
+
+def test_an_explicit_column_of_another_unit_keeps_its_own_unit(tmp_path):
+    rows = pd.DataFrame(
+        {"step": [1, 2], "tokens": [1e6, 2e6], "compute": [0.5, 1.0], "reward": [0.1, 0.2]}
+    )
+    rows.to_csv(tmp_path / "run.csv", index=False)
+    df = read_log(tmp_path / "run.csv", compute="tokens")
+    assert df.attrs["compute_unit"] == "tokens (as logged)"
+    np.testing.assert_array_equal(df["compute"], [1e6, 2e6])
+    assert read_log(tmp_path / "run.csv", compute="compute").attrs["compute_unit"] == "GPU-hours"

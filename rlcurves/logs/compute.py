@@ -9,7 +9,9 @@ Sources, in the order detection tries them when no argument says otherwise:
 3. Neither: a GPU-hours column; else a FLOPs column, kept in FLOPs (``unit`` says so).
 
 ``compute=`` names the column outright and wins over all of these; ``gpus``/``gpu_hours_per_step``
-then say how to turn it into GPU-hours.
+then say how to turn it into GPU-hours. Without them a named column is GPU-hours when its name
+says so, FLOPs when its name has "flops", and otherwise (tokens, samples) used as logged with
+its unit recorded as ``"<column> (as logged)"``.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .columns import (
     SECONDS_NAMES,
     find,
     flops_hint,
+    norm,
     seconds_hint,
 )
 
@@ -162,9 +165,13 @@ def _explicit(raw, compute, gpus, per_step, settings) -> ComputeAxis:
             column=compute,
             columns=columns,
         )
-    return ComputeAxis(
-        values, "GPU-hours", f"GPU-hours column {compute!r} (explicit)", [compute], settings
-    )
+    if norm(compute) in {norm(n) for n in GPU_HOURS_NAMES} or "gpu_hour" in norm(compute):
+        how = f"GPU-hours column {compute!r} (explicit)"
+        return ComputeAxis(values, "GPU-hours", how, [compute], settings)
+    # A column of another unit (tokens, samples, ...): used as logged, its unit named as such.
+    unit = f"{compute} (as logged)"
+    how = f"column {compute!r} (explicit), unit not GPU-hours: used as logged"
+    return ComputeAxis(values, unit, how, [compute], settings)
 
 
 def _summed_durations(raw, step, column, gpus, settings) -> ComputeAxis:

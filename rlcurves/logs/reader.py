@@ -154,7 +154,8 @@ def read_log(
     compute : str, optional
         Column holding the compute axis. A GPU-hours column as is; a FLOPs column (name with
         "flops") kept in FLOPs; with ``gpus`` a seconds column; with ``gpu_hours_per_step`` a
-        step-counting column. Default: detected (see ``attrs["compute"]["how"]``).
+        step-counting column; any other column (tokens, samples) as logged, its unit recorded
+        as ``"<column> (as logged)"``. Default: detected (see ``attrs["compute"]["how"]``).
     reward : str, optional
         Column holding the metric to fit. Default: detected, preferring validation metrics.
     run : str, optional
@@ -172,9 +173,10 @@ def read_log(
         given), then the log's own columns (one named compute/reward/run that is not the source
         of the canonical one is kept as ``<name>_original``). Rows in step order. ``attrs``
         holds ``source``, ``format``, ``format_how``, ``reward`` and ``compute`` (column and how
-        chosen), ``compute_unit`` ("GPU-hours" or "FLOPs"), ``cleaning`` (a list of
-        ``{"step", "rows", "detail"}``, counts of what was dropped or repaired) and ``runs``
-        (these attrs per run).
+        chosen), ``compute_unit`` ("GPU-hours", "FLOPs" or "<column> (as logged)"),
+        ``cleaning`` (a list of ``{"step", "rows", "detail"}``: what was dropped or repaired,
+        with counts), ``notes``, ``meta`` (side information such as the recipe's config) and
+        ``runs`` (these attrs per run). :func:`describe_log` prints them readably.
 
     Raises
     ------
