@@ -252,6 +252,33 @@ class SigmoidFit:
     def __str__(self) -> str:
         return self.summary()
 
+    # ---- uncertainty (rlcurves.bootstrap / profile / bayes) ----
+    def bootstrap(
+        self,
+        n: int = 1000,
+        *,
+        kind: str = "residual",
+        seed: int | None = None,
+        progress: bool = True,
+        **kwargs: Any,
+    ):
+        """Refit on ``n`` resamples; see :func:`rlcurves.bootstrap.bootstrap`."""
+        from .bootstrap import bootstrap
+
+        return bootstrap(self, n, kind=kind, seed=seed, progress=progress, **kwargs)
+
+    def profile(self, parameters=("A", "B", "C_mid"), *, level: float = 0.9, **kwargs: Any):
+        """Profile-likelihood intervals; see :func:`rlcurves.profile.profile`."""
+        from .profile import profile
+
+        return profile(self, parameters, level=level, **kwargs)
+
+    def posterior(self, *, seed: int | None = None, progress: bool = True, **kwargs: Any):
+        """emcee posterior of the parameters; see :func:`rlcurves.bayes.posterior`."""
+        from .bayes import posterior
+
+        return posterior(self, seed=seed, progress=progress, **kwargs)
+
 
 def _sqrt_or_flag(v: float) -> float:
     # NaN (no degrees of freedom) stays NaN; a negative or infinite variance means "not determined".

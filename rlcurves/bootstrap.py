@@ -1,0 +1,481 @@
+"""Bootstrap the sigmoid fit: resampling schemes refitted in one vectorized solve.
+
+Every scheme keeps the compute grid of the fit fixed, so a thousand resamples are a single batched
+call of :func:`rlcurves.solver.solve_batch` (in chunks), not a loop of fits:
+
+- ``residual``: centred, degrees-of-freedom-rescaled residuals drawn with replacement and added to
+  the fitted curve (one run, independent noise; the default).
+- ``wild``: each residual, leverage-corrected, times a Rademacher sign (noise whose level changes
+  along the curve).
+- ``block``: moving blocks of consecutive residuals (autocorrelated evaluation noise); the block
+  length is chosen from the data by the Politis-White (2004, corrected 2009) rule.
+- ``ar1``: a parametric (sieve) bootstrap: AR(1) noise with the residuals' variance and a
+  bias-corrected lag-1 autocorrelation (slow run-level drift).
+- ``calibrated``: ``ar1`` with its spread around the estimate inflated by a factor calibrated
+  on simulated runs (the default of :func:`rlcurves.forecast`; see ``benchmarks/calibration.py``).
+- ``pairs``: points drawn with replacement, as integer multiplicities in the weights.
+- ``run``: whole runs (seeds) drawn with replacement when the data pool several runs.
+
+Each resample is warm-started at the original optimum; a second, grid-started solve of every
+resample guards against an optimum in another basin, and the lower residual sum of squares wins
+(see ``guard`` in :func:`bootstrap`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from .errors import RLCurvesError
+from .model import PARAM_NAMES, jacobian_internal, log_compute
+from .model import sigmoid as sigmoid_curve
+from .solver import solve_batch
+
+if TYPE_CHECKING:
+    from .result import SigmoidFit
+
+Kind = Literal["calibrated", "residual", "wild", "block", "ar1", "pairs", "run"]
+KINDS = ("calibrated", "residual", "wild", "block", "ar1", "pairs", "run")
+
+# Spread inflation of the "calibrated" kind: the AR(1) bootstrap's deviations from the estimate
+# are multiplied by this factor. One run's residuals understate slow run-level drift (its lag-1
+# autocorrelation from ~30 residuals is biased low even after correction), so the raw AR(1) bands
+# under-cover. The factor was fitted on one set of simulated runs (the paper's parameter sets,
+# binomial evaluation noise plus AR(1) drift, fit on half the budget) to make the 90% forecast
+# interval cover 90%, and validated on fresh simulations: see benchmarks/calibration.py.
+CALIBRATED_INFLATION = 1.0
+
+
+@dataclass(eq=False)
+class BootstrapResult:
+    """Parameters refitted on bootstrap resamples of a fit.
+
+    Attributes
+    ----------
+    samples : pandas.DataFrame
+        One row per resample, columns ``A, B, C_mid, R0`` (R0 constant when it was fixed).
+    estimate : dict
+        The original fit's parameters.
+    kind : str
+        The resampling scheme.
+    converged : numpy.ndarray
+        Per resample: the solver converged inside its search box (a resample whose midpoint runs
+        to the edge is kept, since that is what the data say, but counted in ``n_unconverged``).
+    block_length : int or None
+        Block length of the ``block`` scheme; ``ar1`` stores its autocorrelation in ``rho``.
+    noise_sd : float
+        Residual standard deviation of the fit (unweighted units), used for prediction bands.
+    bounds : tuple
+        Range of the metric, ``(low, high)`` (e.g. ``(0, 1)`` for a pass rate), for clipping.
+    """
+
+    samples: pd.DataFrame
+    estimate: dict[str, float]
+    kind: str
+    converged: np.ndarray
+    noise_sd: float
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    block_length: int | None = None
+    rho: float | None = None
+    seed: int | None = None
+    inflation: float = 1.0
+    info: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def n_unconverged(self) -> int:
+        return int((~self.converged).sum())
+
+    def ci(self, level: float = 0.9) -> pd.DataFrame:
+        """Percentile intervals of every parameter.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``parameter, estimate, lower, upper``.
+        """
+        lo_q, hi_q = _tails(level)
+        rows = []
+        for name in PARAM_NAMES:
+            values = self.samples[name].to_numpy()
+            lo, hi = self.estimate[name] + self.inflation * (
+                np.quantile(values, [lo_q, hi_q]) - self.estimate[name]
+            )
+            rows.append(
+                {"parameter": name, "estimate": self.estimate[name], "lower": lo, "upper": hi}
+            )
+        return pd.DataFrame(rows)
+
+    def curves(self, compute: ArrayLike) -> np.ndarray:
+        """The curve of every resample at ``compute``: shape ``(n_samples, len(compute))``.
+
+        With an ``inflation`` other than 1 (the calibrated kind) each curve's deviation from the
+        fitted curve is scaled by it, and the result kept inside the metric's range.
+        """
+        c = np.atleast_1d(np.asarray(compute, dtype=float))
+        s = self.samples
+        cols = [s[p].to_numpy()[:, None] for p in PARAM_NAMES]
+        curves = sigmoid_curve(c[None, :], *cols)
+        if self.inflation != 1.0:
+            e = self.estimate
+            center = sigmoid_curve(c, e["A"], e["B"], e["C_mid"], e["R0"])[None, :]
+            curves = np.clip(center + self.inflation * (curves - center), *self.bounds)
+        return curves
+
+    def curve_band(self, curves: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """Pointwise interval of curves from :meth:`curves` at ``level``."""
+        return band(curves, level, self.bounds)
+
+    def predict_interval(
+        self, compute: ArrayLike, level: float = 0.9, *, prediction: bool = False, seed=None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Interval for the expected curve at ``compute`` (or a new observation's value).
+
+        Parameters
+        ----------
+        compute : array_like
+            Where to evaluate.
+        level : float
+            Coverage, e.g. 0.9.
+        prediction : bool
+            Add the noise of one new evaluation (Gaussian with the fit's residual sd).
+        seed : int, optional
+            Seed for the added noise.
+
+        Returns
+        -------
+        (lower, upper) : tuple of numpy.ndarray
+            Arrays shaped like ``compute`` (floats for a scalar), clipped to the metric's range.
+        """
+        curves = self.curves(compute)
+        if prediction:
+            lo, hi = prediction_band(curves, self, level, seed)
+        else:
+            lo, hi = self.curve_band(curves, level)
+        return _shape_like(lo, compute), _shape_like(hi, compute)
+
+
+def prediction_band(curves: np.ndarray, boot: BootstrapResult, level: float, seed=None):
+    """Interval for a new evaluation: sampled curves plus Gaussian noise of the residual sd."""
+    rng = np.random.default_rng(seed)
+    noisy = curves + rng.normal(0.0, boot.noise_sd, curves.shape)
+    return band(noisy, level, boot.bounds)
+
+
+def _tails(level: float) -> tuple[float, float]:
+    if not 0 < level < 1:
+        raise RLCurvesError(f"level must be in (0, 1), got {level}; e.g. 0.9 for 90%")
+    return (1 - level) / 2, (1 + level) / 2
+
+
+def band(curves: np.ndarray, level: float, bounds=(-math.inf, math.inf)):
+    """Pointwise percentile band of sampled curves ``(n_samples, n_points)``, clipped to bounds."""
+    lo_q, hi_q = _tails(level)
+    lo, hi = np.quantile(curves, [lo_q, hi_q], axis=0)
+    return np.clip(lo, *bounds), np.clip(hi, *bounds)
+
+
+def _shape_like(values: np.ndarray, like: ArrayLike):
+    return float(values[0]) if np.ndim(like) == 0 else values.reshape(np.shape(like))
+
+
+def metric_range(fit: SigmoidFit) -> tuple[float, float]:
+    """The range a value of the fitted metric can take (from the fit's bounds on A and R0)."""
+    lo = min(fit.bounds.A[0], fit.bounds.R0[0])
+    hi = max(fit.bounds.A[1], fit.bounds.R0[1])
+    return float(lo), float(hi)
+
+
+# ---- resampling schemes (each returns y (k, n) and w (k, n) on the fit's sorted grid) -----------
+
+
+def politis_white_block_length(residuals: np.ndarray) -> int:
+    """Moving-block length from the data (Politis & White 2004, with Patton et al. 2009).
+
+    Uses a flat-top lag window whose bandwidth is picked where the autocorrelation becomes
+    insignificant; the result is clipped to ``[1, min(3 sqrt(n), n / 3)]``.
+    """
+    e = np.asarray(residuals, dtype=float) - np.mean(residuals)
+    n = e.size
+    var = np.dot(e, e) / n
+    if n < 8 or var <= 0:
+        return 1
+    max_lag = min(n - 1, math.ceil(math.sqrt(n)) + 10)
+    acov = np.array([np.dot(e[: n - k], e[k:]) / n for k in range(max_lag + 1)])
+    rho = acov / acov[0]
+    k_n = max(5, int(math.sqrt(math.log10(n))))
+    crit = 2.0 * math.sqrt(math.log10(n) / n)
+    m_hat = max_lag
+    for m in range(1, max_lag - k_n + 1):
+        if np.all(np.abs(rho[m : m + k_n]) < crit):
+            m_hat = m - 1 if m > 0 else 0
+            break
+    big_m = min(2 * max(m_hat, 1), max_lag)
+    lags = np.arange(-big_m, big_m + 1)
+    t = np.abs(lags) / big_m
+    lam = np.where(t <= 0.5, 1.0, np.where(t <= 1.0, 2.0 * (1.0 - t), 0.0))
+    r = acov[np.abs(lags)]
+    g = np.sum(lam * np.abs(lags) * r)
+    d = 4.0 / 3.0 * np.sum(lam * r) ** 2  # moving (circular) block bootstrap constant
+    b = (2.0 * g * g / d) ** (1.0 / 3.0) * n ** (1.0 / 3.0) if d > 0 else 1.0
+    return int(np.clip(round(b), 1, max(1, min(3 * math.sqrt(n), n / 3))))
+
+
+def ar1_params(residuals: np.ndarray, n_params: int) -> tuple[float, float]:
+    """Residual sd and a bias-corrected lag-1 autocorrelation of ordered residuals.
+
+    The least-squares estimate of an AR(1) coefficient from n points is biased low by about
+    ``(1 + 3 rho) / n`` (Kendall 1954); the fit's own parameters absorb part of a slow drift, which
+    biases it further, so the correction uses the residual degrees of freedom.
+    """
+    e = residuals - residuals.mean()
+    n = e.size
+    denom = np.dot(e, e)
+    rho = float(np.dot(e[:-1], e[1:]) / denom) if denom > 0 else 0.0
+    dof = max(n - n_params, 2)
+    rho = rho + (1.0 + 3.0 * rho) / dof
+    rho = float(np.clip(rho, 0.0, 0.98))
+    sd = math.sqrt(denom / dof)
+    return sd, rho
+
+
+def ar1_noise(rng: np.random.Generator, k: int, n: int, sd: float, rho: float) -> np.ndarray:
+    """``k`` stationary AR(1) series of length ``n`` with marginal sd ``sd``."""
+    z = rng.standard_normal((k, n))
+    out = np.empty((k, n))
+    out[:, 0] = z[:, 0]
+    innovation = math.sqrt(1.0 - rho * rho)
+    for t in range(1, n):
+        out[:, t] = rho * out[:, t - 1] + innovation * z[:, t]
+    return out * sd
+
+
+def _leverage(x, w, A, R0, B, m, free_r0: bool) -> np.ndarray:
+    J = jacobian_internal(x, A, R0, B, m)
+    if not free_r0:
+        J = J[:, [0, 2, 3]]
+    J = J * w[:, None]
+    q, _ = np.linalg.qr(J)
+    return np.clip(np.sum(q * q, axis=1), 0.0, 0.99)
+
+
+def _resample(kind, rng, k, fitted, wres, w, runs, block_length, rho_sd, lev, dof_scale):
+    n = w.size
+    if kind in ("pairs", "run"):
+        if kind == "pairs":
+            counts = rng.multinomial(n, np.full(n, 1.0 / n), size=k)
+        else:
+            labels, idx = np.unique(runs, return_inverse=True)
+            draws = rng.multinomial(labels.size, np.full(labels.size, 1.0 / labels.size), size=k)
+            counts = draws[:, idx]
+        return None, np.sqrt(counts) * w[None, :]
+    centred = wres - wres.mean()
+    if kind == "residual":
+        noise = rng.choice(centred * dof_scale, size=(k, n), replace=True)
+    elif kind == "wild":
+        signs = rng.choice([-1.0, 1.0], size=(k, n))
+        noise = signs * (wres / np.sqrt(1.0 - lev))[None, :]
+    elif kind == "block":
+        b = block_length
+        n_blocks = -(-n // b)
+        starts = rng.integers(0, n - b + 1, size=(k, n_blocks))
+        idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(k, -1)[:, :n]
+        noise = centred[idx] * dof_scale
+    else:  # ar1, calibrated
+        sd, rho = rho_sd
+        noise = ar1_noise(rng, k, n, sd, rho)
+    return fitted[None, :] + noise / w[None, :], np.broadcast_to(w, (k, n))
+
+
+def bootstrap(
+    fit: SigmoidFit,
+    n: int = 1000,
+    *,
+    kind: Kind = "residual",
+    seed: int | None = None,
+    runs: ArrayLike | None = None,
+    block_length: int | None = None,
+    guard: Literal["subset", "all", "none"] = "subset",
+    chunk_size: int = 500,
+    progress: bool = True,
+) -> BootstrapResult:
+    """Refit ``fit`` on ``n`` bootstrap resamples of its data, all in batched solves.
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        The fit to resample (its window, weights, bounds and fixed R0 are kept).
+    n : int
+        Number of resamples.
+    kind : {"residual", "calibrated", "wild", "block", "ar1", "pairs", "run"}
+        Resampling scheme (see the module docstring). ``block``, ``ar1`` and ``calibrated``
+        treat the points in order of compute as a time series (evaluations at regular
+        intervals). ``calibrated`` is ``ar1`` with its spread inflated by
+        :data:`CALIBRATED_INFLATION` (the default of :func:`rlcurves.forecast`).
+    seed : int, optional
+        Seed of the random generator (results are reproducible with a seed).
+    runs : array_like, optional
+        For ``kind="run"``: a run (seed) label for every point of ``fit.compute``.
+    block_length : int, optional
+        For ``kind="block"``: override the data-chosen length.
+    guard : {"subset", "all", "none"}
+        Guard against a resample whose optimum lies in another basin than the original one, which
+        a warm start would miss. "all" also solves every resample from the solver's grid of starts
+        and keeps the better optimum (about 2-3 times the cost). "subset" (default) does so for a
+        random tenth of each chunk and, only if any of those finds a better optimum, for the whole
+        chunk. "none" trusts the warm start.
+    chunk_size : int
+        Resamples per vectorized solve (memory: about ``chunk_size * 260 * n_points`` floats).
+    progress : bool
+        Show a progress bar over chunks.
+
+    Returns
+    -------
+    BootstrapResult
+    """
+    if guard not in ("subset", "all", "none"):
+        raise RLCurvesError(f"guard must be 'subset', 'all' or 'none', got {guard!r}")
+    if kind not in KINDS:
+        raise RLCurvesError(f"unknown bootstrap kind {kind!r}; choose one of {list(KINDS)}")
+    if not isinstance(n, (int, np.integer)) or n < 2:
+        raise RLCurvesError(f"n must be an integer >= 2 resamples, got {n!r}")
+    order = np.argsort(fit.fit_compute, kind="stable")
+    c = fit.fit_compute[order]
+    y = fit.fit_reward[order]
+    w = np.ones(c.size) if fit.sigma is None else 1.0 / fit.fit_sigma[order]
+    x = log_compute(c)
+    p = fit.params
+    fitted = sigmoid_curve(c, p["A"], p["B"], p["C_mid"], p["R0"])
+    wres = w * (y - fitted)
+    n_free = len(fit.free_params)
+    dof_scale = math.sqrt(c.size / max(c.size - n_free, 1))
+    info: dict = {}
+    run_labels = None
+    if kind == "run":
+        if runs is None:
+            raise RLCurvesError(
+                "kind='run' needs runs=: a run (seed) label for every point of the fit's data"
+            )
+        run_labels = np.asarray(runs)
+        if run_labels.shape != fit.compute.shape:
+            raise RLCurvesError(
+                f"runs has shape {run_labels.shape} but the fit holds {fit.compute.size} points; "
+                "pass one label per point of the data given to fit_sigmoid",
+                runs=run_labels.shape,
+            )
+        run_labels = run_labels[fit.window][order]
+        if np.unique(run_labels).size < 2:
+            raise RLCurvesError("kind='run' needs at least 2 distinct runs in the fit window")
+    if kind == "block":
+        if block_length is None:
+            block_length = politis_white_block_length(wres)
+        block_length = int(np.clip(block_length, 1, c.size))
+        info["block_length"] = block_length
+    rho_sd = None
+    inflation = 1.0
+    if kind == "calibrated":
+        inflation = CALIBRATED_INFLATION
+    if kind in ("ar1", "calibrated"):
+        rho_sd = ar1_params(wres, n_free)
+        info["rho"] = rho_sd[1]
+    lev = (
+        _leverage(x, w, p["A"], p["R0"], p["B"], math.log(p["C_mid"]), fit.r0_fixed is None)
+        if kind == "wild"
+        else None
+    )
+    rng = np.random.default_rng(seed)
+    guard_rng = rng.spawn(1)[0]  # its own stream: the resamples do not depend on the guard mode
+    r0 = fit.r0_fixed
+    theta_opt = np.array([math.log(p["B"]), math.log(p["C_mid"])])
+    out = {name: [] for name in (*PARAM_NAMES, "converged")}
+    chunks = range(0, n, chunk_size)
+    bar = _progress(chunks, progress, f"bootstrap ({kind})")
+    for start in bar:
+        k = min(chunk_size, n - start)
+        yk, wk = _resample(
+            kind, rng, k, fitted, wres, w, run_labels, block_length, rho_sd, lev, dof_scale
+        )
+        if yk is None:  # pairs/run: the data stay, the weights carry the multiplicities
+            yk = np.broadcast_to(y, (k, c.size)).copy()
+            wk = _ensure_enough_points(wk, n_free, rng, kind, run_labels, w)
+        sol = solve_batch(x, yk, wk, r0, fit.bounds, theta0=np.tile(theta_opt, (k, 1)))
+        if guard != "none":
+            _guard_basins(sol, x, yk, wk, r0, fit.bounds, guard, guard_rng, info)
+        out["A"].append(sol.A)
+        out["B"].append(np.exp(sol.log_B))
+        out["C_mid"].append(np.exp(sol.m))
+        out["R0"].append(sol.R0)
+        out["converged"].append(sol.converged)
+    samples = pd.DataFrame({name: np.concatenate(out[name]) for name in PARAM_NAMES})
+    resid_sd = float(np.sqrt(np.sum((y - fitted) ** 2) / max(c.size - n_free, 1)))
+    return BootstrapResult(
+        samples=samples,
+        estimate=dict(p),
+        kind=kind,
+        converged=np.concatenate(out["converged"]),
+        noise_sd=resid_sd,
+        bounds=metric_range(fit),
+        block_length=info.get("block_length"),
+        rho=info.get("rho"),
+        seed=seed,
+        inflation=inflation,
+        info=info,
+    )
+
+
+def _guard_basins(sol, x, y, w, r0, bounds, guard, rng, info) -> None:
+    """Replace warm-started optima by grid-started ones where those are better (in place)."""
+    k = y.shape[0]
+    idx = np.arange(k)
+    if guard == "subset":
+        # a random tenth, plus every resample whose warm start stopped at the search box's edge
+        # or did not converge (the usual sign of having left the original basin); a switch among
+        # the random ones means switches may hide anywhere, so then the whole chunk is checked
+        random = rng.choice(k, size=min(k, max(16, k // 10)), replace=False)
+        idx = np.union1d(random, np.flatnonzero(~sol.converged))
+        alt = solve_batch(x, y[idx], w[idx], r0, bounds, top=1)
+        better = alt.rss < sol.rss[idx] * (1 - 1e-9)
+        if np.any(better[np.isin(idx, random)]):
+            idx = np.arange(k)
+        else:
+            _take_better(sol, alt, idx, better, info)
+            return
+    alt = solve_batch(x, y[idx], w[idx], r0, bounds, top=1)
+    _take_better(sol, alt, idx, alt.rss < sol.rss[idx] * (1 - 1e-9), info)
+
+
+def _take_better(sol, alt, idx, better, info) -> None:
+    info["guard_checked"] = info.get("guard_checked", 0) + idx.size
+    info["basin_switches"] = info.get("basin_switches", 0) + int(better.sum())
+    rows = idx[better]
+    for attr in ("A", "R0", "log_B", "m", "rss", "converged"):
+        getattr(sol, attr)[rows] = getattr(alt, attr)[better]
+
+
+def _ensure_enough_points(wk, n_free, rng, kind, run_labels, w):
+    """Redraw pairs/run resamples that hold fewer distinct points than free parameters."""
+    n = w.size
+    for _ in range(100):
+        bad = np.count_nonzero(wk > 0, axis=1) < n_free + 1
+        if not bad.any():
+            return wk
+        _, redrawn = _resample(kind, rng, int(bad.sum()), None, None, w, run_labels, 0, 0, 0, 0)
+        wk = wk.copy()
+        wk[bad] = redrawn
+    raise RLCurvesError(f"cannot draw resamples with at least {n_free + 1} of {n} points")
+
+
+def _progress(iterable, enabled: bool, desc: str):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=desc, leave=False)
