@@ -138,14 +138,49 @@ class SigmoidFit:
         out = sigmoid_curve(compute, self.A, self.B, self.C_mid, self.R0)
         return float(out) if np.ndim(compute) == 0 else out
 
-    def compute_to_reach(self, reward: ArrayLike) -> np.ndarray | float:
+    def compute_to_reach(
+        self,
+        reward: ArrayLike,
+        *,
+        level: float | None = None,
+        n_samples: int = 1000,
+        method: str = "bootstrap",
+        seed: int | None = 0,
+    ):
         """Compute at which the fitted curve reaches ``reward`` (the inverse of :meth:`predict`).
 
-        Returns ``inf`` for a reward at or beyond the ceiling A (never reached), 0 for one at or
-        before R0.
+        Parameters
+        ----------
+        reward : float or array_like
+            Target reward(s).
+        level : float, optional
+            With a level (e.g. 0.9), also an interval from parameter draws: returns a
+            :class:`rlcurves.target.ComputeTarget` (for a scalar target; a DataFrame of them for
+            several), whose ``upper`` is ``inf`` when the target is inside the ceiling's
+            plausible range and whose ``message`` says so in words.
+        n_samples, method, seed
+            The draws behind the interval: ``method`` "bootstrap" (default) or "normal".
+
+        Returns
+        -------
+        float, numpy.ndarray, ComputeTarget or pandas.DataFrame
+            Without ``level``: ``inf`` for a reward at or beyond the ceiling A (never reached), 0
+            for one at or before R0.
         """
-        out = inverse_sigmoid(reward, self.A, self.B, self.C_mid, self.R0)
-        return float(out) if np.ndim(reward) == 0 else out
+        if level is None:
+            out = inverse_sigmoid(reward, self.A, self.B, self.C_mid, self.R0)
+            return float(out) if np.ndim(reward) == 0 else out
+        from ._samples import parameter_samples
+        from .target import compute_to_target
+
+        draws = parameter_samples(self, n_samples, method=method, seed=seed)
+        if np.ndim(reward) == 0:
+            return compute_to_target(self, reward, level=level, samples=draws, method=method)
+        rows = [
+            compute_to_target(self, r, level=level, samples=draws, method=method).to_dict()
+            for r in np.ravel(reward)
+        ]
+        return pd.DataFrame(rows)
 
     def loglog(self, compute: ArrayLike | None = None, reward: ArrayLike | None = None):
         """The paper's log-log transform: ``log F(R)`` against ``log C`` (a line of slope B).

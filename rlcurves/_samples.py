@@ -1,0 +1,120 @@
+"""Draws of a fit's parameters, the common currency of intervals in forecast helpers and compare.
+
+Every interval and probability in :mod:`rlcurves.compare`, :mod:`rlcurves.backtest` and
+:mod:`rlcurves.target` is a quantile or a frequency over draws of ``(A, B, C_mid, R0)``. The draws
+come from the bootstrap (:func:`rlcurves.bootstrap.bootstrap`, the default) or, cheaply, from the
+asymptotic normal approximation in ``(A, log B, log C_mid, R0)`` (log scale keeps B and C_mid
+positive). Keeping one source makes the table's intervals, the crossover interval and ``p_ahead``
+agree with each other.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pandas as pd
+
+from .errors import RLCurvesError
+from .model import PARAM_NAMES
+
+if TYPE_CHECKING:
+    from .result import SigmoidFit
+
+SampleMethod = Literal["bootstrap", "normal"]
+SAMPLE_METHODS = ("bootstrap", "normal")
+
+
+def parameter_samples(
+    fit: SigmoidFit,
+    n: int = 1000,
+    *,
+    method: SampleMethod = "bootstrap",
+    seed: int | None = 0,
+    kind: str = "calibrated",
+) -> pd.DataFrame:
+    """``n`` draws of the fit's parameters, a DataFrame with columns ``A, B, C_mid, R0``.
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        The fit.
+    n : int
+        Number of draws.
+    method : {"bootstrap", "normal"}
+        "bootstrap": refits on resamples (``kind`` selects the scheme; the default,
+        "calibrated", is the one :func:`rlcurves.forecast.forecast` uses, so intervals here and
+        there agree: its spread inflation is applied to the draws, in log scale for B and
+        C_mid so they stay positive). "normal": the asymptotic
+        normal approximation (fast, symmetric in log B and log C_mid; poor when a parameter is
+        weakly identified).
+    seed : int, optional
+        Random seed (draws are reproducible with a seed).
+    kind : str
+        Bootstrap scheme, see :func:`rlcurves.bootstrap.bootstrap`.
+    """
+    if method == "bootstrap":
+        from .bootstrap import bootstrap
+
+        result = bootstrap(fit, n, kind=kind, seed=seed, progress=False)
+        draws = result.samples[list(PARAM_NAMES)].reset_index(drop=True)
+        return inflate(draws, fit.params, getattr(result, "inflation", 1.0))
+    if method == "normal":
+        return normal_samples(fit, n, seed=seed)
+    raise RLCurvesError(f"unknown sampling method {method!r}; choose one of {list(SAMPLE_METHODS)}")
+
+
+def inflate(draws: pd.DataFrame, estimate: dict, factor: float) -> pd.DataFrame:
+    """Scale every draw's deviation from ``estimate`` by ``factor`` (log scale for B, C_mid)."""
+    if factor == 1.0:
+        return draws
+    out = draws.copy()
+    for p in PARAM_NAMES:
+        if p in ("B", "C_mid"):
+            center = np.log(estimate[p])
+            out[p] = np.exp(center + factor * (np.log(draws[p]) - center))
+        else:
+            out[p] = estimate[p] + factor * (draws[p] - estimate[p])
+    return out
+
+
+def normal_samples(fit: SigmoidFit, n: int, *, seed: int | None = 0) -> pd.DataFrame:
+    """Draws from the asymptotic normal of ``(A, log B, log C_mid[, R0])``."""
+    names = fit.free_params
+    cov = np.asarray(fit.covar, dtype=float)
+    if not np.all(np.isfinite(cov)):
+        raise RLCurvesError(
+            "the fit's covariance is not finite (a parameter is not determined by the data), so "
+            "the normal approximation cannot be drawn from; use method='bootstrap'.",
+            message=fit.message,
+        )
+    scale = np.array([{"B": 1 / fit.B, "C_mid": 1 / fit.C_mid}.get(p, 1.0) for p in names])
+    cov_log = cov * np.outer(scale, scale)
+    mean = np.array(
+        [np.log(fit.params[p]) if p in ("B", "C_mid") else fit.params[p] for p in names]
+    )
+    lo, hi = fit.bounds.A
+    if hi - lo <= 1e-6 * (1 + abs(hi)):
+        # A held fixed through its bounds (the shared-A refit): the covariance still treats A as
+        # free, so draw the others from their normal conditional on A at its value.
+        rest = [j for j, p in enumerate(names) if p != "A"]
+        a = names.index("A")
+        gain = cov_log[np.ix_(rest, [a])] / cov_log[a, a]
+        cond = cov_log[np.ix_(rest, rest)] - gain @ cov_log[np.ix_([a], rest)]
+        cov_log = np.zeros_like(cov_log)
+        cov_log[np.ix_(rest, rest)] = cond
+    rng = np.random.default_rng(seed)
+    draws = rng.multivariate_normal(mean, cov_log, size=n, method="eigh")
+    out = {}
+    for j, p in enumerate(names):
+        out[p] = np.exp(draws[:, j]) if p in ("B", "C_mid") else draws[:, j]
+    if "R0" not in out:
+        out["R0"] = np.full(n, fit.R0)
+    return pd.DataFrame({p: out[p] for p in PARAM_NAMES})
+
+
+def tails(level: float) -> tuple[float, float]:
+    """Lower and upper quantile probabilities of an equal-tailed interval at ``level``."""
+    if not 0 < level < 1:
+        raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
+    return (1 - level) / 2, (1 + level) / 2

@@ -1,0 +1,249 @@
+"""Backtest: refit a finished run on growing prefixes and see how the forecast of its end converges.
+
+For each fraction f of the run's budget the sigmoid is fitted on the points with compute up to
+``f * C_final`` (the paper's protocol fits on half the target budget) and the curve's value at
+``C_final`` forecast with an interval (:func:`rlcurves.forecast.forecast`). The forecast is scored
+against the fit of the whole run at ``C_final`` (a smoothed "truth": the last single evaluation is
+noisy) and the interval's coverage recorded; the prediction interval, which includes the noise of
+one evaluation, is scored against the last observed point. The ceiling A is tracked the same way.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from ._data import resolve_xy
+from ._samples import parameter_samples, tails
+from .errors import RLCurvesError
+from .result import SigmoidFit
+
+COLUMNS = [
+    "fraction",
+    "fit_to",
+    "n_points",
+    "A",
+    "A_lower",
+    "A_upper",
+    "forecast",
+    "forecast_lower",
+    "forecast_upper",
+    "prediction_lower",
+    "prediction_upper",
+    "final_fit",
+    "observed",
+    "error",
+    "covered",
+    "covered_observed",
+    "A_covered",
+    "note",
+]
+
+
+@dataclass(eq=False, repr=False)
+class Backtest:
+    """Result of :func:`backtest`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per fraction: ``fraction, fit_to, n_points, A, A_lower, A_upper, forecast,
+        forecast_lower, forecast_upper, prediction_lower, prediction_upper, final_fit,
+        observed, error, covered, covered_observed, A_covered, note``. ``forecast`` is the
+        prefix fit's value at the final compute; ``final_fit`` the whole run's fit there;
+        ``error = forecast - final_fit``; ``covered`` whether the forecast interval holds
+        ``final_fit``, ``covered_observed`` whether the prediction interval holds the last
+        observed point, ``A_covered`` whether the A interval holds the whole run's A. A fraction
+        with too few points to fit has NaN and a ``note``.
+    full : SigmoidFit
+        The fit of the whole run.
+    fits : dict
+        Fraction -> SigmoidFit of the prefix.
+    final_compute : float
+    level : float
+    """
+
+    table: pd.DataFrame
+    full: SigmoidFit
+    fits: dict[float, SigmoidFit]
+    final_compute: float
+    level: float
+    method: str
+
+    @property
+    def coverage(self) -> dict[str, float]:
+        """Fractions of the fitted prefixes whose intervals covered: forecast, observed, A."""
+        t = self.table.dropna(subset=["forecast"])
+        return {
+            "forecast": float(t["covered"].mean()),
+            "observed": float(t["covered_observed"].mean()),
+            "A": float(t["A_covered"].mean()),
+        }
+
+    def summary(self) -> str:
+        """The table in words."""
+        lines = [
+            f"[[Backtest]] forecast of the value at C = {self.final_compute:,.0f} from prefixes "
+            f"({self.level:.0%} {self.method} intervals); whole-run fit there "
+            f"{self.full.predict(self.final_compute):.3f}, A {self.full.A:.3f}"
+        ]
+        lines.append("    fit to        forecast [interval]           error    A [interval]")
+        for _, r in self.table.iterrows():
+            if not np.isfinite(r["forecast"]):
+                lines.append(f"    {r['fit_to']:>9,.0f}     {r['note']}")
+                continue
+            mark = "" if r["covered"] else "  (missed)"
+            lines.append(
+                f"    {r['fit_to']:>9,.0f}     {r['forecast']:.3f} [{r['forecast_lower']:.3f}, "
+                f"{r['forecast_upper']:.3f}]    {r['error']:+.3f}   {r['A']:.3f} "
+                f"[{r['A_lower']:.3f}, {r['A_upper']:.3f}]{mark}"
+            )
+        cov = self.coverage
+        lines.append(
+            f"    coverage: forecast {cov['forecast']:.0%}, last observation "
+            f"{cov['observed']:.0%}, A {cov['A']:.0%}"
+        )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return f"Backtest(fractions={list(self.table['fraction'])}, level={self.level})"
+
+    def plot(self, ax=None, **kwargs: Any):
+        """See :func:`rlcurves.plot.plot_backtest`."""
+        from .plot import plot_backtest
+
+        return plot_backtest(self, ax=ax, **kwargs)
+
+
+def backtest(
+    compute: ArrayLike | str,
+    reward: ArrayLike | str,
+    *,
+    data: pd.DataFrame | None = None,
+    fractions: Sequence[float] = (0.25, 0.5, 0.75),
+    min_compute: float | None = None,
+    r0: float | None = None,
+    level: float = 0.9,
+    method: str = "bootstrap",
+    n_samples: int = 1000,
+    seed: int | None = 0,
+    label: str | None = None,
+) -> Backtest:
+    """Refit a finished run on growing prefixes and score the forecasts of its final value.
+
+    Parameters
+    ----------
+    compute, reward, data
+        The finished run, as in :func:`rlcurves.fit_sigmoid`.
+    fractions : sequence of float
+        Fractions of the final compute to fit up to, each in (0, 1).
+    min_compute : float, optional
+        Start of every fit window (the paper drops the first ~1.5k GPU-hours).
+    r0 : float, optional
+        Fix R0 in every fit.
+    level : float
+        Interval level.
+    method : {"bootstrap", "profile", "mcmc"}
+        Forecast interval method (:func:`rlcurves.forecast.forecast`); the A interval always
+        comes from bootstrap draws.
+    n_samples : int
+        Bootstrap resamples per prefix.
+    seed : int, optional
+        Random seed.
+    label : str, optional
+        Name carried by the fits.
+
+    Returns
+    -------
+    Backtest
+    """
+    from .fit import fit_sigmoid
+    from .forecast import forecast
+
+    q_lo, q_hi = tails(level)
+    fractions = [float(f) for f in fractions]
+    if not fractions or any(not 0 < f < 1 for f in fractions):
+        raise RLCurvesError(
+            f"fractions must be numbers in (0, 1), e.g. (0.25, 0.5); got {fractions}"
+        )
+    c, r, _ = resolve_xy(compute, reward, data)
+    final = float(c.max())
+    last = int(np.argmax(c))
+    kw = dict(r0=r0, min_compute=min_compute, label=label)
+    full = _quiet(fit_sigmoid, c, r, **kw)
+    truth_value, truth_A = float(full.predict(final)), full.A
+    rows, fits = [], {}
+    for f in sorted(fractions):
+        fit_to = f * final
+        row: dict[str, Any] = {"fraction": f, "fit_to": fit_to, "final_fit": truth_value}
+        row["observed"] = float(r[last])
+        try:
+            fit = _quiet(fit_sigmoid, c, r, max_compute=fit_to, **kw)
+        except RLCurvesError as exc:
+            row["note"] = f"not fitted: {exc}"
+            rows.append(row)
+            continue
+        fits[f] = fit
+        fc = forecast(
+            fit,
+            final,
+            level=level,
+            method=method,
+            seed=seed,
+            progress=False,
+            **_n(method, n_samples),
+        )
+        draws = parameter_samples(fit, n_samples, seed=seed)
+        a_lo, a_hi = np.quantile(draws["A"], [q_lo, q_hi])
+        row.update(
+            n_points=fit.n,
+            A=fit.A,
+            A_lower=a_lo,
+            A_upper=a_hi,
+            forecast=float(fc.mean),
+            forecast_lower=float(fc.lower),
+            forecast_upper=float(fc.upper),
+            prediction_lower=float(fc.prediction_lower),
+            prediction_upper=float(fc.prediction_upper),
+            error=float(fc.mean) - truth_value,
+            covered=bool(fc.lower <= truth_value <= fc.upper),
+            covered_observed=bool(fc.prediction_lower <= r[last] <= fc.prediction_upper),
+            A_covered=bool(a_lo <= truth_A <= a_hi),
+            note=fit.message if not fit.converged else "",
+        )
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table["n_points"] = table["n_points"].astype("Int64")
+    for col in ("covered", "covered_observed", "A_covered"):
+        table[col] = table[col].astype("boolean")
+    table["note"] = table["note"].fillna("")
+    if not fits:
+        raise RLCurvesError(
+            f"no prefix could be fitted (fractions {fractions} of C = {final:g}); use larger "
+            "fractions or a smaller min_compute",
+            notes=list(table["note"]),
+        )
+    return Backtest(table, full, fits, final, level, method)
+
+
+def _n(method: str, n_samples: int) -> dict:
+    return {"n": n_samples} if method == "bootstrap" else {}
+
+
+def _quiet(fn, *args, **kwargs):
+    # A prefix of a run identifies C_mid poorly by construction; the table shows the intervals.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+__all__ = ["Backtest", "backtest"]

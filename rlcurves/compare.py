@@ -1,0 +1,609 @@
+"""Compare recipe variants: ceilings and efficiencies with intervals, crossovers, p(ahead).
+
+The paper's "bitter lesson": a recipe that looks better at a fixed early budget often has the lower
+ceiling. So variants are compared by their fitted A (the ceiling) and B (the efficiency), with
+intervals, and by where their curves cross. Every interval and probability here is computed from
+the same draws of each variant's parameters (bootstrap refits by default, see
+:mod:`rlcurves._samples`), so the table, :meth:`Comparison.crossover` and
+:meth:`Comparison.p_ahead` agree with each other. Variants are independent runs, so draws of two
+variants are independent and every pair of draws is compared.
+
+The paper's shared-A rule is :meth:`Comparison.shared_a`: B depends strongly on A (they trade off
+in the fit), so slopes are compared only after refitting every curve with one common A, and its
+log-log view, ``log F(R)`` against ``log C`` with slope B, is :meth:`Comparison.loglog`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+from scipy.optimize import brentq
+
+from ._samples import SampleMethod, parameter_samples, tails
+from .errors import RLCurvesError
+from .model import PARAM_NAMES, sigmoid
+from .result import SigmoidFit
+from .runs import RunsFit
+from .target import quantile_with_inf
+
+TABLE_COLUMNS = [
+    "variant",
+    "A",
+    "A_lower",
+    "A_upper",
+    "B",
+    "B_lower",
+    "B_upper",
+    "C_mid",
+    "delta_A",
+    "delta_B",
+    "p_A_higher",
+]
+# The paper's margin on A: three seeds of one recipe gave A within +-0.015, so it treats As
+# within 0.02 as equal. A bootstrap of one run sees evaluation noise, not seed-to-seed variation,
+# so a ceiling difference is called real only beyond both the interval and this margin.
+PAPER_MARGIN_A = 0.02
+
+
+@dataclass(frozen=True)
+class Crossover:
+    """Where two curves cross: from ``compute`` on, ``leader_after`` is ahead.
+
+    Attributes
+    ----------
+    compute : float
+        The (last) crossing of the fitted curves inside the searched range.
+    lower, upper : float
+        Equal-tailed interval at ``level`` over parameter draws. A draw in which ``leader_after``
+        is ahead over the whole range counts as crossing at the range's start; one in which it is
+        still behind at the range's end counts as ``inf`` (no crossing in range).
+    p_cross : float
+        Fraction of draws in which ``leader_after`` is ahead at the end of the range.
+    leader_before, leader_after : str
+        The variant ahead before and after the crossing.
+    within : (float, float)
+        The compute range searched.
+    """
+
+    compute: float
+    lower: float
+    upper: float
+    level: float
+    p_cross: float
+    leader_before: str
+    leader_after: str
+    within: tuple[float, float]
+
+    def __float__(self) -> float:
+        return float(self.compute)
+
+    def __str__(self) -> str:
+        up = "beyond the range" if math.isinf(self.upper) else f"{self.upper:,.0f}"
+        return (
+            f"{self.leader_after} overtakes {self.leader_before} at C = {self.compute:,.0f} "
+            f"[{self.lower:,.0f}, {up}] ({self.level:.0%}; ahead at the range end in "
+            f"{self.p_cross:.0%} of draws)"
+        )
+
+
+@dataclass(eq=False)
+class SharedA:
+    """The paper's shared-A refit: every curve refitted with one common ceiling.
+
+    Attributes
+    ----------
+    A : float
+        The shared ceiling (mean of the variants' fitted A).
+    fits : dict
+        Variant -> SigmoidFit with A held at the shared value.
+    table : pandas.DataFrame
+        ``variant, A_own, B, B_lower, B_upper, C_mid, delta_B, p_B_higher`` (against the
+        baseline, when it is among the variants).
+    """
+
+    A: float
+    fits: dict[str, SigmoidFit]
+    table: pd.DataFrame
+    samples: dict[str, pd.DataFrame] = field(repr=False, default_factory=dict)
+
+
+@dataclass(eq=False, repr=False)
+class Comparison:
+    """Result of :func:`compare`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per variant: ``variant, A, A_lower, A_upper, B, B_lower, B_upper, C_mid,
+        delta_A, delta_B, p_A_higher`` (deltas and probability against the baseline; NaN on
+        the baseline's own row).
+    fits : dict
+        Variant -> SigmoidFit (the pooled fit for several runs).
+    samples : dict
+        Variant -> draws of ``A, B, C_mid, R0`` behind every interval.
+    baseline : str
+    level : float
+    margin : float
+        Margin on A within which ceilings count as equal (the paper's 0.02).
+    within : (float, float)
+        Compute range in which crossovers are searched (default: from the latest start of the
+        variants' fit windows to 10x the largest compute, the range where the fits are not
+        extrapolated backwards and a forecast still means something).
+    """
+
+    fits: dict[str, SigmoidFit]
+    samples: dict[str, pd.DataFrame]
+    baseline: str
+    level: float
+    margin: float
+    within: tuple[float, float]
+    method: str
+    seed: int | None
+    n_samples: int
+    table: pd.DataFrame = field(init=False)
+    _shared: dict = field(default_factory=dict, init=False)
+
+    def __post_init__(self) -> None:
+        self.table = self._make_table()
+
+    # ---- the table ----------------------------------------------------------------------------
+    def _make_table(self) -> pd.DataFrame:
+        q_lo, q_hi = tails(self.level)
+        base = self.fits[self.baseline]
+        base_a = self.samples[self.baseline]["A"].to_numpy()
+        rows = []
+        for name, fit in self.fits.items():
+            s = self.samples[name]
+            a_lo, a_hi = np.quantile(s["A"], [q_lo, q_hi])
+            b_lo, b_hi = np.quantile(s["B"], [q_lo, q_hi])
+            is_base = name == self.baseline
+            rows.append(
+                {
+                    "variant": name,
+                    "A": fit.A,
+                    "A_lower": a_lo,
+                    "A_upper": a_hi,
+                    "B": fit.B,
+                    "B_lower": b_lo,
+                    "B_upper": b_hi,
+                    "C_mid": fit.C_mid,
+                    "delta_A": math.nan if is_base else fit.A - base.A,
+                    "delta_B": math.nan if is_base else fit.B - base.B,
+                    "p_A_higher": math.nan if is_base else prob_greater(s["A"].to_numpy(), base_a),
+                }
+            )
+        return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+    # ---- pairwise questions -------------------------------------------------------------------
+    def _check(self, *names: str) -> None:
+        for n in names:
+            if n not in self.fits:
+                raise RLCurvesError(
+                    f"no variant named {n!r}; variants: {list(self.fits)}", variant=n
+                )
+
+    def p_ahead(self, a: str, b: str, at: ArrayLike) -> float | np.ndarray:
+        """Probability that variant ``a``'s curve is above ``b``'s at compute ``at``.
+
+        Over all pairs of independent draws of the two variants' parameters. This is about the
+        expected curves (where each recipe's mean reward will be), not single noisy evaluations.
+        """
+        self._check(a, b)
+        c = np.atleast_1d(np.asarray(at, dtype=float))
+        ra, rb = _curves(self.samples[a], c), _curves(self.samples[b], c)
+        out = np.array([prob_greater(ra[:, j], rb[:, j]) for j in range(c.size)])
+        return float(out[0]) if np.ndim(at) == 0 else out
+
+    def crossover(
+        self, a: str, b: str, *, within: tuple[float, float] | None = None
+    ) -> Crossover | None:
+        """Compute at which the curves of ``a`` and ``b`` cross, with an interval.
+
+        Parameters
+        ----------
+        a, b : str
+            Variant names.
+        within : (float, float), optional
+            Compute range to search (default: :attr:`within`).
+
+        Returns
+        -------
+        Crossover or None
+            None when the fitted curves do not cross inside the range. When they cross more
+            than once (possible when R0 and B both differ), the last crossing is reported: from
+            it on, the order stays the same up to the end of the range.
+        """
+        self._check(a, b)
+        lo, hi = within or self.within
+        if not 0 < lo < hi:
+            raise RLCurvesError(f"within must be (low, high) with 0 < low < high, got {(lo, hi)}")
+        fa, fb = self.fits[a], self.fits[b]
+        point = last_crossing(fa.params, fb.params, lo, hi)
+        if point is None:
+            return None
+        ahead_at_end = fa.predict(hi) > fb.predict(hi)
+        after, before = (a, b) if ahead_at_end else (b, a)
+        grid = np.geomspace(lo, hi, 1200)
+        diff = _curves(self.samples[after], grid) - _curves(self.samples[before], grid)
+        draws = _draw_crossings(diff, grid)
+        q_lo, q_hi = tails(self.level)
+        return Crossover(
+            compute=point,
+            lower=quantile_with_inf(draws, q_lo),
+            upper=quantile_with_inf(draws, q_hi),
+            level=self.level,
+            p_cross=float(np.mean(diff[:, -1] > 0)),
+            leader_before=before,
+            leader_after=after,
+            within=(lo, hi),
+        )
+
+    # ---- the paper's shared-A rule ------------------------------------------------------------
+    def shared_a(self, variants: list[str] | None = None) -> SharedA:
+        """Refit the variants with their mean A and compare B (the paper's rule).
+
+        Parameters
+        ----------
+        variants : list of str, optional
+            Which variants share the ceiling. Default: the baseline and every variant whose A
+            is within :attr:`margin` of it (the paper applies the rule to ceilings that are
+            equal within noise; refitting a clearly lower ceiling to a higher A distorts B).
+
+        Returns
+        -------
+        SharedA
+        """
+        names = self.same_ceiling() if variants is None else list(variants)
+        self._check(*names)
+        key = tuple(names)
+        if key in self._shared:
+            return self._shared[key]
+        a_shared = float(np.mean([self.fits[n].A for n in names]))
+        fits = {n: refit_with_A(self.fits[n], a_shared) for n in names}
+        samples = {
+            n: parameter_samples(
+                f,
+                self.n_samples,
+                method=self.method,
+                seed=variant_seed(self.seed, list(self.fits).index(n)),
+            )
+            for n, f in fits.items()
+        }
+        q_lo, q_hi = tails(self.level)
+        base = self.baseline if self.baseline in fits else None
+        rows = []
+        for n, f in fits.items():
+            b_lo, b_hi = np.quantile(samples[n]["B"], [q_lo, q_hi])
+            vs_base = base is not None and n != base
+            rows.append(
+                {
+                    "variant": n,
+                    "A_own": self.fits[n].A,
+                    "B": f.B,
+                    "B_lower": b_lo,
+                    "B_upper": b_hi,
+                    "C_mid": f.C_mid,
+                    "delta_B": f.B - fits[base].B if vs_base else math.nan,
+                    "p_B_higher": prob_greater(samples[n]["B"].to_numpy(), samples[base]["B"])
+                    if vs_base
+                    else math.nan,
+                }
+            )
+        result = SharedA(a_shared, fits, pd.DataFrame(rows), samples)
+        self._shared[key] = result
+        return result
+
+    def same_ceiling(self) -> list[str]:
+        """The baseline and the variants whose A is within :attr:`margin` of the baseline's."""
+        base = self.fits[self.baseline].A
+        return [n for n, f in self.fits.items() if abs(f.A - base) <= self.margin]
+
+    def loglog(self, *, shared: bool = True, variants: list[str] | None = None) -> pd.DataFrame:
+        """The paper's log-log view: ``log F(R)`` against ``log C``, a line of slope B.
+
+        Parameters
+        ----------
+        shared : bool
+            Refit the curves with their mean A first (the paper's practice), so the slopes are
+            comparable.
+        variants : list of str, optional
+            Default: with ``shared``, :meth:`same_ceiling`; otherwise all.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Long table ``variant, compute, reward, log_compute, log_F, B`` over each fit's window.
+        """
+        if shared:
+            fits = self.shared_a(variants).fits
+        else:
+            names = list(self.fits) if variants is None else variants
+            self._check(*names)
+            fits = {n: self.fits[n] for n in names}
+        frames = []
+        for name, fit in fits.items():
+            df = fit.loglog()
+            df.insert(0, "variant", name)
+            df["B"] = fit.B
+            frames.append(df)
+        return pd.concat(frames, ignore_index=True)
+
+    # ---- words --------------------------------------------------------------------------------
+    def verdicts(self) -> pd.DataFrame:
+        """Per variant against the baseline: ``variant, ceiling, efficiency, text``."""
+        rows = []
+        for name in self.fits:
+            if name == self.baseline:
+                continue
+            ceiling, efficiency, text = self._verdict(name)
+            rows.append(
+                {"variant": name, "ceiling": ceiling, "efficiency": efficiency, "text": text}
+            )
+        return pd.DataFrame(rows, columns=["variant", "ceiling", "efficiency", "text"])
+
+    def _verdict(self, name: str) -> tuple[str, str, str]:
+        t = self.table.set_index("variant")
+        row, base = t.loc[name], t.loc[self.baseline]
+        q_lo, q_hi = tails(self.level)
+        p_a = row["p_A_higher"]
+        if abs(row["delta_A"]) <= self.margin:
+            ceiling = "same ceiling"
+            ceiling_text = f"ceiling within the {self.margin:g} margin"
+        elif p_a >= q_hi:
+            ceiling, ceiling_text = "higher", "higher ceiling"
+        elif p_a <= q_lo:
+            ceiling, ceiling_text = "lower", "lower ceiling"
+        else:
+            ceiling, ceiling_text = "uncertain", "ceiling within noise"
+        head = (
+            f"{name}: A {row['A']:.2f} [{row['A_lower']:.2f}, {row['A_upper']:.2f}] vs "
+            f"{base['A']:.2f}: {ceiling_text}"
+        )
+        if ceiling == "same ceiling":
+            sh = self.shared_a([self.baseline, name])
+            srow = sh.table.set_index("variant").loc[name]
+            b_base = sh.fits[self.baseline].B
+            p_b = srow["p_B_higher"]
+            where = f"at shared A {sh.A:.3f}, B {srow['B']:.2f} vs {b_base:.2f}"
+        else:
+            p_b = prob_greater(
+                self.samples[name]["B"].to_numpy(), self.samples[self.baseline]["B"].to_numpy()
+            )
+            where = f"B {row['B']:.2f} vs {base['B']:.2f}"
+        if p_b >= q_hi:
+            efficiency, eff_text = "higher", f"more efficient ({where})"
+        elif p_b <= q_lo:
+            efficiency, eff_text = "lower", f"less efficient ({where})"
+        else:
+            efficiency, eff_text = "within noise", f"B within noise ({where})"
+        text = f"{head}; {eff_text}"
+        cross = self.crossover(name, self.baseline)
+        if cross is not None:
+            text += f"; {cross}"
+        return ceiling, efficiency, text
+
+    def summary(self) -> str:
+        """The comparison in words, one line per variant against the baseline."""
+        lines = [
+            f"[[Comparison]] baseline {self.baseline}, {self.level:.0%} intervals from "
+            f"{self.n_samples} {self.method} draws per variant"
+        ]
+        lines += ["    " + t for t in self.verdicts()["text"]]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return f"Comparison(variants={list(self.fits)}, baseline={self.baseline!r})"
+
+    def plot(self, ax=None, **kwargs: Any):
+        """A and B per variant with intervals (see :func:`rlcurves.plot.plot_comparison`)."""
+        from .plot import plot_comparison
+
+        return plot_comparison(self, ax=ax, **kwargs)
+
+
+def compare(
+    curves: Mapping[str, Any],
+    *,
+    baseline: str | None = None,
+    level: float = 0.9,
+    margin: float = PAPER_MARGIN_A,
+    n_samples: int = 1000,
+    method: SampleMethod = "bootstrap",
+    seed: int | None = 0,
+    within: tuple[float, float] | None = None,
+    min_compute: float | None = None,
+    max_compute: float | None = None,
+    r0: float | None = None,
+) -> Comparison:
+    """Compare recipe variants by ceiling (A) and efficiency (B), with intervals.
+
+    Parameters
+    ----------
+    curves : mapping
+        Variant name -> a :class:`SigmoidFit`, a :class:`~rlcurves.runs.RunsFit` (several
+        seeds: its run-bootstrap draws are used), a DataFrame with columns ``compute`` and
+        ``reward`` (and ``run`` for several seeds), or a ``(compute, reward)`` pair. Raw data are
+        fitted with ``min_compute``, ``max_compute`` and ``r0``.
+    baseline : str, optional
+        The variant the others are measured against (default: the first).
+    level : float
+        Interval level.
+    margin : float
+        Ceilings closer than this count as equal, and B is then compared at a shared A (the
+        paper's rule, 0.02).
+    n_samples, method, seed
+        Draws of each variant's parameters: ``"bootstrap"`` (default) or ``"normal"``.
+    within : (float, float), optional
+        Compute range for crossovers (default: the latest start of the variants' fit windows to
+        10x the largest compute).
+
+    Returns
+    -------
+    Comparison
+    """
+    if not isinstance(curves, Mapping) or len(curves) < 2:
+        raise RLCurvesError(
+            "curves must map at least two variant names to fits or data, e.g. "
+            "{'baseline': fit_a, 'fp32-head': fit_b}"
+        )
+    tails(level)
+    names = [str(k) for k in curves]
+    if baseline is None:
+        baseline = names[0]
+    if baseline not in names:
+        raise RLCurvesError(f"baseline {baseline!r} is not a variant; variants: {names}")
+    fits: dict[str, SigmoidFit] = {}
+    samples: dict[str, pd.DataFrame] = {}
+    kw = dict(min_compute=min_compute, max_compute=max_compute, r0=r0)
+    for i, (key, value) in enumerate(curves.items()):
+        name = str(key)
+        item = _as_fit(name, value, kw, n_samples, variant_seed(seed, i))
+        if isinstance(item, RunsFit):
+            fits[name] = item.pooled
+            samples[name] = item.samples
+        else:
+            fits[name] = item
+            samples[name] = parameter_samples(
+                item, n_samples, method=method, seed=variant_seed(seed, i)
+            )
+    if within is None:
+        # from where every variant's fit window has begun (a crossing before that is a backward
+        # extrapolation of some fit) to 10x the largest compute seen
+        starts = [float(f.fit_compute[f.fit_compute > 0].min()) for f in fits.values()]
+        ends = [float(f.compute.max()) for f in fits.values()]
+        within = (max(starts), 10.0 * max(ends))
+    return Comparison(
+        fits=fits,
+        samples=samples,
+        baseline=baseline,
+        level=level,
+        margin=margin,
+        within=within,
+        method=method,
+        seed=seed,
+        n_samples=n_samples,
+    )
+
+
+def _as_fit(name: str, value: Any, kw: dict, n_samples: int, seed: int | None):
+    from .fit import fit_sigmoid
+    from .runs import fit_runs
+
+    if isinstance(value, (SigmoidFit, RunsFit)):
+        return value
+    if isinstance(value, pd.DataFrame):
+        missing = {"compute", "reward"} - set(value.columns)
+        if missing:
+            raise RLCurvesError(
+                f"the data of variant {name!r} lack column(s) {sorted(missing)}; pass a frame "
+                "from rlcurves.read_log (columns compute, reward) or a fitted SigmoidFit",
+                variant=name,
+            )
+        if "run" in value.columns and value["run"].nunique() > 1:
+            return fit_runs(value, n_boot=n_samples, seed=seed, label=name, **kw)
+        return fit_sigmoid("compute", "reward", data=value, label=name, **kw)
+    if isinstance(value, tuple) and len(value) == 2:
+        return fit_sigmoid(value[0], value[1], label=name, **kw)
+    raise RLCurvesError(
+        f"variant {name!r}: expected a SigmoidFit, RunsFit, DataFrame or (compute, reward) "
+        f"pair, got {type(value).__name__}",
+        variant=name,
+    )
+
+
+def variant_seed(seed: int | None, index: int) -> int | None:
+    """An independent seed per variant: one shared seed would draw the same resampling noise for
+    variants on the same compute grid, correlating their draws and shrinking every interval of a
+    difference (a crossover's, a delta's)."""
+    if seed is None:
+        return None
+    return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+
+
+def prob_greater(x: ArrayLike, y: ArrayLike) -> float:
+    """P(X > Y) for independent X, Y given by draws, over all pairs (ties count half)."""
+    x = np.asarray(x, dtype=float)
+    ys = np.sort(np.asarray(y, dtype=float))
+    below = np.searchsorted(ys, x, side="left")
+    not_above = np.searchsorted(ys, x, side="right")
+    return float(np.mean((below + not_above) / 2.0) / ys.size)
+
+
+def refit_with_A(fit: SigmoidFit, A: float) -> SigmoidFit:
+    """Refit ``fit``'s data with the ceiling held at ``A`` (everything else as before)."""
+    from .fit import fit_sigmoid
+
+    # The solver needs lower < upper, so A is held in an interval far below any data's
+    # resolution rather than at a single value.
+    half = 1e-9 * (1 + abs(A))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "A sits on its bound" is the point here
+        return fit_sigmoid(
+            fit.compute,
+            fit.reward,
+            sigma=fit.sigma,
+            r0=fit.r0_fixed,
+            min_compute=fit.min_compute,
+            max_compute=fit.max_compute,
+            bounds={"A": (A - half, A + half), "R0": fit.bounds.R0},
+            absolute_sigma=fit.absolute_sigma,
+            label=fit.label,
+        )
+
+
+def last_crossing(pa: Mapping, pb: Mapping, lo: float, hi: float) -> float | None:
+    """The largest compute in ``[lo, hi]`` where the two curves are equal (None if none)."""
+    grid = np.geomspace(lo, hi, 2000)
+
+    def diff(c):
+        return sigmoid(c, *(pa[p] for p in PARAM_NAMES)) - sigmoid(c, *(pb[p] for p in PARAM_NAMES))
+
+    d = diff(grid)
+    sign = np.sign(d)
+    change = np.flatnonzero(sign[:-1] * sign[1:] < 0)
+    if change.size == 0:
+        return None
+    i = int(change[-1])
+    return float(brentq(diff, grid[i], grid[i + 1], xtol=1e-12 * grid[i], rtol=1e-13))
+
+
+def _curves(samples: pd.DataFrame, compute: np.ndarray) -> np.ndarray:
+    cols = [samples[p].to_numpy()[:, None] for p in PARAM_NAMES]
+    return sigmoid(compute[None, :], *cols)
+
+
+def _draw_crossings(diff: np.ndarray, grid: np.ndarray) -> np.ndarray:
+    """Per draw, the compute from which ``diff > 0`` holds to the end of the grid.
+
+    ``diff`` (draws x grid) is leader-after minus leader-before. The crossing is interpolated
+    linearly in log compute between grid points; ahead everywhere gives the grid's start, behind
+    at the end gives ``inf``.
+    """
+    ahead = diff > 0
+    out = np.full(diff.shape[0], np.inf)
+    end_ahead = ahead[:, -1]
+    # index of the last grid point where the leader is not ahead, for draws ahead at the end
+    not_ahead = ~ahead
+    last_behind = np.where(
+        not_ahead.any(axis=1), diff.shape[1] - 1 - np.argmax(not_ahead[:, ::-1], axis=1), -1
+    )
+    always = end_ahead & (last_behind < 0)
+    out[always] = grid[0]
+    cross = end_ahead & (last_behind >= 0)
+    i = last_behind[cross]
+    d0, d1 = diff[cross, i], diff[cross, i + 1]
+    x0, x1 = np.log(grid[i]), np.log(grid[i + 1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(d1 != d0, -d0 / (d1 - d0), 0.0)
+    out[cross] = np.exp(x0 + np.clip(t, 0, 1) * (x1 - x0))
+    return out

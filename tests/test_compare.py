@@ -1,0 +1,203 @@
+"""compare(): table, known lower ceiling, analytic crossovers, p_ahead, the shared-A rule."""
+
+import math
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from rlcurves import fit_sigmoid, sigmoid
+from rlcurves.compare import TABLE_COLUMNS, compare, last_crossing, prob_greater
+from rlcurves.errors import RLCurvesError
+from rlcurves.runs import RunsFit
+
+C = np.linspace(0, 16000, 81)
+R0 = 0.3
+
+
+def analytic_crossing(A_a, C_a, A_b, C_b, B):
+    """Same R0 and B: (A_a-R0)/(1+(C_a/C)^B) = (A_b-R0)/(1+(C_b/C)^B) solved for C."""
+    g = (A_a - R0) / (A_b - R0)
+    return ((C_a**B - g * C_b**B) / (g - 1)) ** (1 / B)
+
+
+def _noisy(rng, A, B, C_mid, sd=0.006):
+    return C, sigmoid(C, A, B, C_mid, R0) + rng.normal(0, sd, C.size)
+
+
+@pytest.fixture(scope="module")
+def variants():
+    rng = np.random.default_rng(7)
+    curves = {
+        "baseline": _noisy(rng, 0.61, 2.0, 2000),
+        "slow-high": _noisy(rng, 0.66, 2.0, 4000),
+        "fp16-head": _noisy(rng, 0.52, 1.9, 2542),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compare(curves, min_compute=1500, n_samples=600, seed=1)
+
+
+def test_table_has_the_issue_columns(variants):
+    t = variants.table
+    assert list(t.columns) == TABLE_COLUMNS
+    assert list(t["variant"]) == ["baseline", "slow-high", "fp16-head"]
+    base = t.iloc[0]
+    assert math.isnan(base["delta_A"]) and math.isnan(base["p_A_higher"])
+    assert (t["A_lower"] <= t["A"]).all() and (t["A"] <= t["A_upper"]).all()
+    assert (t["B_lower"] <= t["B"]).all() and (t["B"] <= t["B_upper"]).all()
+    row = t.set_index("variant").loc["slow-high"]
+    assert row["delta_A"] == pytest.approx(row["A"] - base["A"])
+
+
+def test_known_lower_ceiling(variants):
+    row = variants.table.set_index("variant").loc["fp16-head"]
+    assert row["delta_A"] == pytest.approx(0.52 - 0.61, abs=0.015)
+    # A's standard error here is ~0.003: 0.01 is over three of them
+    assert row["A"] == pytest.approx(0.52, abs=0.01)
+    assert row["A_upper"] < 0.61 - 0.05  # the interval is far below the baseline's ceiling
+    assert row["p_A_higher"] < 0.01
+    v = variants.verdicts().set_index("variant")
+    assert v.loc["fp16-head", "ceiling"] == "lower"
+    assert v.loc["slow-high", "ceiling"] == "higher"
+    text = variants.summary()
+    assert re.search(r"fp16-head: A 0\.5\d \[0\.5\d, 0\.5\d\] vs 0\.6\d: lower ceiling", text)
+    # crossings before the fit windows (backward extrapolation) are not reported
+    assert "overtakes fp16-head" not in text
+
+
+def test_crossover_of_noise_free_curves_is_analytic():
+    curves = {
+        "base": (C, sigmoid(C, 0.61, 2.0, 2000, R0)),
+        "late": (C, sigmoid(C, 0.66, 2.0, 4000, R0)),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = compare(curves, method="normal", n_samples=50)
+    x = cmp.crossover("late", "base")
+    assert x.compute == pytest.approx(analytic_crossing(0.66, 4000, 0.61, 2000, 2.0), rel=1e-6)
+    assert (x.leader_before, x.leader_after) == ("base", "late")
+    # symmetric in its arguments
+    assert cmp.crossover("base", "late").compute == pytest.approx(x.compute, rel=1e-12)
+    # before the crossing the baseline is surely ahead, after it surely behind
+    assert cmp.p_ahead("late", "base", 0.5 * x.compute) == 0.0
+    assert cmp.p_ahead("late", "base", 2.0 * x.compute) == 1.0
+
+
+def test_crossover_interval_covers_the_truth(variants):
+    truth = analytic_crossing(0.66, 4000, 0.61, 2000, 2.0)
+    x = variants.crossover("slow-high", "baseline")
+    assert x is not None
+    assert x.lower <= truth <= x.upper
+    assert x.compute == pytest.approx(truth, rel=0.05)
+    assert x.p_cross > 0.95
+    assert "overtakes" in str(x)
+    p = variants.p_ahead("slow-high", "baseline", [0.5 * truth, 3 * truth])
+    assert p[0] < 0.05 and p[1] > 0.95
+
+
+def test_no_crossing_returns_none(variants):
+    # the baseline rises faster (C_mid 2000 vs 2542) to a higher ceiling: no crossing in range
+    assert variants.crossover("fp16-head", "baseline") is None
+    assert (
+        last_crossing(
+            dict(A=0.6, B=2, C_mid=1000, R0=0.3), dict(A=0.5, B=2, C_mid=2000, R0=0.3), 10, 1e6
+        )
+        is None
+    )
+
+
+def test_last_of_two_crossings():
+    # a starts higher, b rises faster, a ends higher: two crossings; the later one counts
+    pa = dict(A=0.65, B=2.0, C_mid=4000, R0=0.35)
+    pb = dict(A=0.60, B=2.0, C_mid=800, R0=0.25)
+    grid = np.geomspace(10, 1e6, 200_000)
+    d = sigmoid(grid, **pa) - sigmoid(grid, **pb)
+    roots = grid[np.flatnonzero(np.sign(d[:-1]) != np.sign(d[1:]))]
+    assert roots.size == 2
+    assert last_crossing(pa, pb, 10, 1e6) == pytest.approx(roots[-1], rel=1e-4)
+
+
+def test_shared_a_rule_orders_efficiency():
+    rng = np.random.default_rng(11)
+    curves = {
+        "dapo": _noisy(rng, 0.60, 1.77, 2500, sd=0.004),
+        "cispo": _noisy(rng, 0.605, 2.3, 2500, sd=0.004),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = compare(curves, baseline="dapo", min_compute=1500, n_samples=500)
+    assert cmp.same_ceiling() == ["dapo", "cispo"]
+    sh = cmp.shared_a()
+    assert sh.A == pytest.approx(np.mean([cmp.fits["dapo"].A, cmp.fits["cispo"].A]))
+    for fit in sh.fits.values():
+        assert fit.A == pytest.approx(sh.A, abs=1e-8)
+    t = sh.table.set_index("variant")
+    assert t.loc["cispo", "B"] > t.loc["dapo", "B"]
+    assert t.loc["cispo", "p_B_higher"] > 0.95
+    v = cmp.verdicts().set_index("variant").loc["cispo"]
+    assert v["ceiling"] == "same ceiling" and v["efficiency"] == "higher"
+    assert "at shared A" in v["text"]
+
+
+def test_loglog_view_is_a_line_of_slope_B():
+    curves = {
+        "a": (C, sigmoid(C, 0.6, 1.8, 2500, R0)),
+        "b": (C, sigmoid(C, 0.6, 2.4, 2500, R0)),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = compare(curves, min_compute=500, method="normal", n_samples=20)
+    ll = cmp.loglog().dropna()
+    for name, B in (("a", 1.8), ("b", 2.4)):
+        part = ll[ll["variant"] == name]
+        slope, intercept = np.polyfit(part["log_compute"], part["log_F"], 1)
+        assert slope == pytest.approx(B, rel=1e-5)
+        assert intercept == pytest.approx(0.0, abs=1e-4)
+
+
+def test_prob_greater_matches_normal_theory():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(1, 1, 4000), rng.normal(0, 1, 4000)
+    # P(X > Y) = Phi(1 / sqrt(2)); 4000^2 pairs: Monte Carlo error ~0.005
+    assert prob_greater(x, y) == pytest.approx(norm.cdf(1 / np.sqrt(2)), abs=0.015)
+    assert prob_greater([1.0], [1.0]) == 0.5
+
+
+def test_accepts_fits_frames_and_several_runs(rng):
+    c = np.linspace(0, 16000, 41)
+    frames = [
+        pd.DataFrame(
+            {"compute": c, "reward": sigmoid(c, 0.61, 2, 2500, R0) + rng.normal(0, 0.006, 41)}
+        ).assign(run=f"s{i}")
+        for i in range(3)
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, sigmoid(c, 0.55, 2, 2500, R0) + rng.normal(0, 0.006, 41))
+        cmp = compare({"seeds": pd.concat(frames), "other": fit}, n_samples=200, min_compute=1000)
+    assert cmp.table["variant"].tolist() == ["seeds", "other"]
+    assert cmp.fits["other"] is fit
+    assert len(cmp.samples["seeds"]) == 200
+    assert isinstance(cmp.fits["seeds"], type(fit))
+
+
+def test_bad_input_raises():
+    pair = (C, sigmoid(C, 0.6, 2, 2000, R0))
+    with pytest.raises(RLCurvesError, match="at least two"):
+        compare({"a": pair})
+    with pytest.raises(RLCurvesError, match="baseline"):
+        compare({"a": pair, "b": pair}, baseline="c")
+    with pytest.raises(RLCurvesError, match="expected a SigmoidFit"):
+        compare({"a": pair, "b": [1, 2, 3]})
+    with pytest.raises(RLCurvesError, match="lack column"):
+        compare({"a": pair, "b": pd.DataFrame({"x": [1.0]})})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = compare({"a": pair, "b": pair}, method="normal", n_samples=10)
+    with pytest.raises(RLCurvesError, match="no variant named"):
+        cmp.p_ahead("a", "zz", 100)
+    assert RunsFit  # the several-runs type is part of the accepted inputs
