@@ -74,11 +74,7 @@ def test_quantile_with_inf():
 def clean_backtest():
     c = np.linspace(0, 20000, 101)
     r = sigmoid(c, **TRUTH) + np.random.default_rng(9).normal(0, 0.005, c.size)
-    return (
-        backtest(c, r, fractions=(0.1, 0.25, 0.5, 0.75), min_compute=1500, n_samples=300, seed=2),
-        c,
-        r,
-    )
+    return backtest(c, r, fractions=(0.1, 0.25, 0.5, 0.75), min_compute=1500, n_samples=300, seed=2)
 
 
 def test_backtest_table_and_convergence(clean_backtest):
