@@ -1,0 +1,601 @@
+"""Posterior of the sigmoid's parameters by MCMC (emcee), with diagnostics that can be trusted.
+
+Model: ``reward_i ~ Normal(R(C_i; A, B, C_mid, R0), sigma_i)``.
+
+Noise, three ways (``noise=``):
+
+- ``"fitted"`` (default without sigma, or with relative sigma): ``sigma_i = s * w_i^-1`` with the
+  scale ``s`` unknown under the Jeffreys prior ``p(s) ~ 1/s``. ``s`` is integrated out exactly,
+  which leaves ``log p(theta | y) = log prior(theta) - n/2 log RSS(theta)``, one dimension fewer
+  for the sampler; draws of ``s`` are then taken from its conditional ``RSS(theta) / chi2_n``.
+- ``"known"`` (default with ``absolute_sigma=True``): the per-point sigma of the fit.
+- ``"binomial"``: known sigma from the evaluation set size, ``sqrt(p (1 - p) / n_eval)`` with ``p``
+  the observed pass rate (kept away from 0 and 1 by half an evaluation).
+
+Priors (stated in :attr:`Posterior.priors`, overridable with ``priors={"B": Prior(...)}``): A and
+R0 uniform on the fit's bounds ([0, 1] for a pass rate; otherwise a range ten times the data's
+spread), B and C_mid log-uniform over the solver's search range (B * span in [0.01, 1000], C_mid
+within five spans of the data in log compute), i.e. broad and scale-free.
+
+Sampling: ``n_ensembles`` independent emcee ensembles, each vectorized across its walkers
+(``vectorize=True``), in (A, log B, log C_mid[, R0]). They run in blocks until every ensemble has
+N > 50 integrated autocorrelation times after burn-in and the effective sample size reaches
+``target_ess`` for every parameter, or ``max_steps`` is reached, in which case ``converged`` is
+False and ``message`` and a warning say so. R-hat compares the independent ensembles (walkers of
+one ensemble are not independent chains).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from .errors import NotConvergedWarning, RLCurvesError
+from .model import PARAM_NAMES, fraction_of_gain, log_compute
+from .model import sigmoid as sigmoid_curve
+from .solver import theta_box
+
+if TYPE_CHECKING:
+    from .result import SigmoidFit
+
+Noise = Literal["fitted", "known", "binomial"]
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A prior on one parameter: ``kind`` in uniform, loguniform, normal, lognormal.
+
+    ``low, high`` bound the uniform kinds; ``mu, sd`` set the normal kinds (lognormal: of the
+    log). Any kind may also carry ``low``/``high`` as a hard support.
+    """
+
+    kind: Literal["uniform", "loguniform", "normal", "lognormal"]
+    low: float = -math.inf
+    high: float = math.inf
+    mu: float = 0.0
+    sd: float = 1.0
+
+    def log_density(self, value: np.ndarray) -> np.ndarray:
+        """Log density in the natural parameter (up to a constant); -inf outside the support."""
+        v = np.asarray(value, dtype=float)
+        inside = (v >= self.low) & (v <= self.high)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.kind == "uniform":
+                out = np.zeros_like(v)
+            elif self.kind == "loguniform":
+                out = -np.log(v)
+            elif self.kind == "normal":
+                out = -0.5 * ((v - self.mu) / self.sd) ** 2
+            elif self.kind == "lognormal":
+                out = -0.5 * ((np.log(v) - self.mu) / self.sd) ** 2 - np.log(v)
+            else:  # pragma: no cover - validated in __post_init__
+                raise AssertionError(self.kind)
+        return np.where(inside & np.isfinite(out), out, -np.inf)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("uniform", "loguniform", "normal", "lognormal"):
+            raise RLCurvesError(
+                f"unknown prior kind {self.kind!r}; use uniform, loguniform, normal or lognormal"
+            )
+        if self.kind in ("uniform", "loguniform") and not (
+            math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high
+        ):
+            raise RLCurvesError(
+                f"a {self.kind} prior needs finite low < high, got ({self.low}, {self.high})"
+            )
+        if self.kind == "loguniform" and self.low <= 0:
+            raise RLCurvesError(f"a loguniform prior needs low > 0, got {self.low}")
+
+    def describe(self) -> str:
+        if self.kind in ("uniform", "loguniform"):
+            return f"{self.kind}({self.low:g}, {self.high:g})"
+        support = (
+            ""
+            if math.isinf(self.low) and math.isinf(self.high)
+            else (f" on [{self.low:g}, {self.high:g}]")
+        )
+        return f"{self.kind}(mu={self.mu:g}, sd={self.sd:g}){support}"
+
+
+def default_priors(fit: SigmoidFit) -> dict[str, Prior]:
+    """The default priors for ``fit`` (see the module docstring)."""
+    y = fit.fit_reward
+    spread = max(float(np.ptp(y)), 1e-12)
+
+    def linear_prior(bounds):
+        lo, hi = bounds
+        lo = lo if math.isfinite(lo) else float(y.min()) - 10 * spread
+        hi = hi if math.isfinite(hi) else float(y.max()) + 10 * spread
+        return Prior("uniform", lo, hi)
+
+    x = log_compute(fit.fit_compute)
+    lo, hi, _ = theta_box(x[None])
+    priors = {
+        "A": linear_prior(fit.bounds.A),
+        "B": Prior("loguniform", math.exp(lo[0, 0]), math.exp(hi[0, 0])),
+        "C_mid": Prior("loguniform", math.exp(lo[0, 1]), math.exp(hi[0, 1])),
+    }
+    if fit.r0_fixed is None:
+        priors["R0"] = linear_prior(fit.bounds.R0)
+    return priors
+
+
+@dataclass(eq=False)
+class Posterior:
+    """Posterior draws of the sigmoid's parameters and their diagnostics.
+
+    Attributes
+    ----------
+    samples : pandas.DataFrame
+        Draws after burn-in, all ensembles pooled, columns ``A, B, C_mid, R0``.
+    noise : numpy.ndarray
+        Draws of the noise scale (``s`` for fitted noise; 1 for known sigma), one per sample.
+    tau : dict
+        Integrated autocorrelation time (steps) per parameter, the largest over ensembles.
+    ess : dict
+        Effective sample size per parameter (all walkers and ensembles).
+    acceptance_fraction : float
+        Mean acceptance fraction over all walkers.
+    rhat : dict
+        Gelman-Rubin R-hat per parameter across the independent ensembles.
+    converged : bool
+        True when every ensemble ran more than 50 tau after burn-in and ``ess`` reached the target.
+    message : str
+        The convergence verdict in words.
+    priors : dict
+        The priors used, by parameter.
+    """
+
+    samples: pd.DataFrame
+    noise: np.ndarray
+    tau: dict[str, float]
+    ess: dict[str, float]
+    acceptance_fraction: float
+    rhat: dict[str, float]
+    converged: bool
+    message: str
+    priors: dict[str, Prior]
+    estimate: dict[str, float]
+    noise_model: str
+    n_steps: int
+    burn: int
+    n_walkers: int
+    n_ensembles: int
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    n_eval: int | None = None
+    chains: np.ndarray | None = field(default=None, repr=False)
+    known_sd: float = math.nan
+
+    def ci(self, level: float = 0.9) -> pd.DataFrame:
+        """Equal-tailed credible intervals: ``parameter, estimate, lower, upper``.
+
+        ``estimate`` is the posterior median.
+        """
+        from .bootstrap import _tails
+
+        lo_q, hi_q = _tails(level)
+        rows = []
+        for name in PARAM_NAMES:
+            v = self.samples[name].to_numpy()
+            lo, med, hi = np.quantile(v, [lo_q, 0.5, hi_q])
+            rows.append({"parameter": name, "estimate": med, "lower": lo, "upper": hi})
+        return pd.DataFrame(rows)
+
+    def curves(self, compute: ArrayLike) -> np.ndarray:
+        """The curve of every draw at ``compute``: shape ``(n_samples, len(compute))``."""
+        c = np.atleast_1d(np.asarray(compute, dtype=float))
+        cols = [self.samples[p].to_numpy()[:, None] for p in PARAM_NAMES]
+        return sigmoid_curve(c[None, :], *cols)
+
+    def predict_interval(
+        self, compute: ArrayLike, level: float = 0.9, *, prediction: bool = False, seed=None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Credible interval of the expected curve at ``compute`` (or of a new evaluation).
+
+        With ``prediction`` each draw's curve gets Gaussian noise: the drawn noise scale for
+        fitted noise, the binomial sd of the drawn curve for ``noise="binomial"``, and the fit's
+        median sigma for known sigma. Clipped to the metric's range.
+        """
+        from .bootstrap import _shape_like, band
+
+        curves = self.curves(compute)
+        if prediction:
+            rng = np.random.default_rng(seed)
+            if self.noise_model == "binomial":
+                p = np.clip(curves, 0.5 / self.n_eval, 1 - 0.5 / self.n_eval)
+                sd = np.sqrt(p * (1 - p) / self.n_eval)
+            elif self.noise_model == "known":
+                sd = self.known_sd
+            else:
+                sd = self.noise[:, None] * self.known_sd
+            curves = curves + rng.standard_normal(curves.shape) * sd
+        lo, hi = band(curves, level, self.bounds)
+        return _shape_like(lo, compute), _shape_like(hi, compute)
+
+    def diagnostics(self) -> pd.DataFrame:
+        """Per parameter: tau, ess, rhat; with acceptance, steps and verdict in ``attrs``."""
+        names = list(self.tau)
+        df = pd.DataFrame(
+            {
+                "parameter": names,
+                "tau": [self.tau[n] for n in names],
+                "ess": [self.ess[n] for n in names],
+                "rhat": [self.rhat[n] for n in names],
+            }
+        )
+        df.attrs.update(
+            acceptance_fraction=self.acceptance_fraction,
+            n_steps=self.n_steps,
+            burn=self.burn,
+            converged=self.converged,
+            message=self.message,
+        )
+        return df
+
+    def to_arviz(self):
+        """The chains as ArviZ InferenceData (needs the optional ``arviz`` package).
+
+        Each ensemble's walkers become chains (ArviZ's own R-hat over them is then the
+        over-optimistic walker R-hat: use :attr:`rhat`, which compares ensembles).
+        """
+        try:
+            import arviz as az
+        except ImportError as err:  # optional dependency
+            raise RLCurvesError(
+                "to_arviz needs the optional package arviz: pip install arviz"
+            ) from err
+        if self.chains is None:
+            raise RLCurvesError("this Posterior kept no chains (keep_chains=False)")
+        # chains: (ensembles, steps, walkers, dim) -> (chain, draw) per parameter
+        e, t, w, d = self.chains.shape
+        flat = self.chains.transpose(0, 2, 1, 3).reshape(e * w, t, d)
+        names = list(self.tau)
+        data = {}
+        for i, name in enumerate(names):
+            data[name] = np.exp(flat[..., i]) if name in ("B", "C_mid") else flat[..., i]
+        return az.from_dict(posterior=data)
+
+    def __repr__(self) -> str:
+        ess = ", ".join(f"{k}={v:.0f}" for k, v in self.ess.items())
+        state = "converged" if self.converged else "NOT converged"
+        return (
+            f"Posterior({len(self.samples)} draws, ESS {ess}, acceptance "
+            f"{self.acceptance_fraction:.2f}, {state})"
+        )
+
+
+class _LogProb:
+    """Vectorized log posterior over walkers, in (A, log B, log C_mid[, R0])."""
+
+    def __init__(self, fit: SigmoidFit, priors: Mapping[str, Prior], noise: str, n_eval):
+        self.x = log_compute(fit.fit_compute)[None, :]
+        self.y = fit.fit_reward[None, :]
+        self.r0 = fit.r0_fixed
+        self.noise = noise
+        if noise == "fitted":
+            w = np.ones(fit.n) if fit.sigma is None else 1.0 / fit.fit_sigma
+        elif noise == "known":
+            w = 1.0 / fit.fit_sigma
+        else:
+            p = np.clip(fit.fit_reward, 0.5 / n_eval, 1 - 0.5 / n_eval)
+            w = 1.0 / np.sqrt(p * (1 - p) / n_eval)
+        self.w2 = (w * w)[None, :]
+        self.n = fit.n
+        self.priors = priors
+        self.names = ["A", "B", "C_mid"] + (["R0"] if self.r0 is None else [])
+
+    def natural(self, z: np.ndarray) -> dict[str, np.ndarray]:
+        out = {"A": z[:, 0], "B": np.exp(z[:, 1]), "C_mid": np.exp(z[:, 2])}
+        out["R0"] = z[:, 3] if self.r0 is None else np.full(z.shape[0], self.r0)
+        return out
+
+    def rss(self, p: dict[str, np.ndarray]) -> np.ndarray:
+        s = fraction_of_gain(self.x, p["B"][:, None], np.log(p["C_mid"])[:, None])
+        r = self.y - p["R0"][:, None] - (p["A"] - p["R0"])[:, None] * s
+        return np.sum(self.w2 * r * r, axis=1)
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        z = np.atleast_2d(z)
+        p = self.natural(z)
+        lp = np.zeros(z.shape[0])
+        for name in self.names:
+            lp += self.priors[name].log_density(p[name])
+        # sampling log B and log C_mid: the Jacobian of the change of variables
+        lp += z[:, 1] + z[:, 2]
+        ok = np.isfinite(lp)
+        out = np.full(z.shape[0], -np.inf)
+        if ok.any():
+            rss = self.rss({k: v[ok] for k, v in p.items()})
+            like = -0.5 * self.n * np.log(rss) if self.noise == "fitted" else -0.5 * rss
+            out[ok] = lp[ok] + like
+        return np.where(np.isfinite(out), out, -np.inf)
+
+
+def _gelman_rubin(chains: list[np.ndarray]) -> np.ndarray:
+    """R-hat across independent ensembles; each entry (draws, dim) pooled over walkers."""
+    means = np.array([c.mean(axis=0) for c in chains])
+    within = np.mean([c.var(axis=0, ddof=1) for c in chains], axis=0)
+    n = min(c.shape[0] for c in chains)
+    between_over_n = means.var(axis=0, ddof=1)
+    var_hat = (n - 1) / n * within + between_over_n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.sqrt(var_hat / within)
+
+
+def posterior(
+    fit: SigmoidFit,
+    *,
+    seed: int | None = None,
+    progress: bool = True,
+    noise: Noise | None = None,
+    n_eval: int | None = None,
+    priors: Mapping[str, Prior] | None = None,
+    n_walkers: int = 32,
+    n_ensembles: int = 4,
+    target_ess: float = 2000.0,
+    min_tau_multiple: float = 50.0,
+    block_steps: int = 250,
+    max_steps: int = 20000,
+    keep_chains: bool = True,
+) -> Posterior:
+    """Sample the posterior of ``fit``'s parameters with emcee.
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        Supplies the data, the window, fixed R0, bounds and the starting point.
+    seed : int, optional
+        Seed: the same seed gives the same draws.
+    progress : bool
+        A progress bar over sampling blocks.
+    noise : {"fitted", "known", "binomial"}, optional
+        Noise model (see the module docstring). Default: "known" when the fit used absolute
+        sigma, otherwise "fitted".
+    n_eval : int, optional
+        Evaluations behind each pass rate (prompts x generations, e.g. 16000) for "binomial".
+    priors : dict of Prior, optional
+        Overrides of :func:`default_priors` by parameter name.
+    n_walkers, n_ensembles : int
+        Walkers per ensemble and independent ensembles (at least 2, for R-hat).
+    target_ess : float
+        Effective sample size wanted for every parameter.
+    min_tau_multiple : float
+        Steps after burn-in required, in autocorrelation times (50 is emcee's advice).
+    block_steps, max_steps : int
+        Steps per block between convergence checks, and the most steps per ensemble.
+    keep_chains : bool
+        Keep the raw chains (for :meth:`Posterior.to_arviz`).
+
+    Returns
+    -------
+    Posterior
+    """
+    import emcee
+
+    if noise is None:
+        noise = "known" if fit.sigma is not None and fit.absolute_sigma else "fitted"
+    if noise not in ("fitted", "known", "binomial"):
+        raise RLCurvesError(f"noise must be 'fitted', 'known' or 'binomial', got {noise!r}")
+    if noise == "known" and fit.sigma is None:
+        raise RLCurvesError(
+            "noise='known' needs per-point sigma: fit with sigma=... (and absolute_sigma=True), "
+            "or use noise='binomial' with n_eval=, or noise='fitted'"
+        )
+    if noise == "binomial" and (n_eval is None or n_eval < 1):
+        raise RLCurvesError(
+            "noise='binomial' needs n_eval= (evaluations per point, e.g. 1000 prompts x 16 = 16000)"
+        )
+    if n_ensembles < 2:
+        raise RLCurvesError(f"n_ensembles must be >= 2 for R-hat, got {n_ensembles}")
+    free = ["A", "B", "C_mid"] + (["R0"] if fit.r0_fixed is None else [])
+    ndim = len(free)
+    if n_walkers < 2 * ndim:
+        raise RLCurvesError(f"n_walkers must be >= {2 * ndim} (twice the parameters)")
+    all_priors = default_priors(fit)
+    unknown = set(priors or {}) - set(all_priors)
+    if unknown:
+        raise RLCurvesError(f"priors given for {sorted(unknown)}; free parameters are {free}")
+    all_priors.update(priors or {})
+    log_prob = _LogProb(fit, all_priors, noise, n_eval)
+    rng = np.random.default_rng(seed)
+    center = np.array(
+        [fit.A, math.log(fit.B), math.log(fit.C_mid)] + ([fit.R0] if fit.r0_fixed is None else [])
+    )
+    spread = _start_spread(fit, center)
+    start = np.concatenate(
+        [_initial_walkers(rng, center, spread, n_walkers, log_prob) for _ in range(n_ensembles)]
+    )
+    # One emcee sampler holds every ensemble as a block of walkers; the move below only ever
+    # pairs walkers of the same block, so the ensembles stay independent (R-hat across them is
+    # meaningful) while each step is one vectorized log-probability call for all of them.
+    sampler = emcee.EnsembleSampler(
+        n_walkers * n_ensembles,
+        ndim,
+        log_prob,
+        vectorize=True,
+        moves=[(BlockDEMove(n_ensembles), 0.9), (BlockDEMove(n_ensembles, gamma0=1.0), 0.1)],
+    )
+    sampler.random_state = np.random.RandomState(int(rng.integers(2**31))).get_state()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_steps, desc="posterior (emcee)", leave=False, unit="step")
+    steps, verdict, state = 0, None, start
+    while steps < max_steps:
+        n_block = min(block_steps, max_steps - steps)
+        state = sampler.run_mcmc(state, n_block, progress=False)
+        steps += n_block
+        if bar is not None:
+            bar.update(n_block)
+        blocks = _split(sampler.get_chain(), n_ensembles)
+        verdict = _check(blocks, steps, target_ess, min_tau_multiple, n_walkers)
+        if verdict["done"]:
+            break
+    if bar is not None:
+        bar.close()
+    burn = verdict["burn"]
+    chains = [b[burn:] for b in _split(sampler.get_chain(), n_ensembles)]  # (steps, walkers, dim)
+    pooled = np.concatenate([c.reshape(-1, ndim) for c in chains])
+    natural = log_prob.natural(pooled)
+    samples = pd.DataFrame({name: natural[name] for name in PARAM_NAMES})
+    if noise == "fitted":
+        rss = log_prob.rss(natural)
+        noise_draws = np.sqrt(rss / rng.chisquare(fit.n, size=rss.size))
+    else:
+        noise_draws = np.ones(len(samples))
+    rhat = _gelman_rubin([c.reshape(-1, ndim) for c in chains])
+    tau = verdict["tau"]
+    ess = {name: float(pooled.shape[0] / tau[i]) for i, name in enumerate(free)}
+    acceptance = float(np.mean(sampler.acceptance_fraction))
+    converged = bool(verdict["done"])
+    if converged:
+        message = (
+            f"converged: {steps - burn} steps after burn-in = "
+            f"{(steps - burn) / tau.max():.0f} autocorrelation times (> {min_tau_multiple:g}), "
+            f"min ESS {min(ess.values()):.0f}, max R-hat {np.max(rhat):.3f}"
+        )
+    else:
+        message = (
+            f"NOT converged: after {steps} steps the chains hold only "
+            f"{(steps - burn) / tau.max():.1f} autocorrelation times (need > "
+            f"{min_tau_multiple:g}) or ESS {min(ess.values()):.0f} < {target_ess:g}; tau estimates "
+            "from short chains are unreliable: raise max_steps"
+        )
+        warnings.warn(message, NotConvergedWarning, stacklevel=2)
+    from .bootstrap import metric_range
+
+    w = np.ones(fit.n) if fit.sigma is None else fit.fit_sigma
+    return Posterior(
+        samples=samples,
+        noise=noise_draws,
+        tau={name: float(tau[i]) for i, name in enumerate(free)},
+        ess=ess,
+        acceptance_fraction=acceptance,
+        rhat={name: float(rhat[i]) for i, name in enumerate(free)},
+        converged=converged,
+        message=message,
+        priors={name: all_priors[name] for name in free},
+        estimate=dict(fit.params),
+        noise_model=noise,
+        n_steps=steps,
+        burn=burn,
+        n_walkers=n_walkers,
+        n_ensembles=n_ensembles,
+        bounds=metric_range(fit),
+        n_eval=n_eval,
+        chains=np.stack(chains) if keep_chains else None,
+        known_sd=float(np.median(w)),
+    )
+
+
+def _split(chain: np.ndarray, n_ensembles: int) -> list[np.ndarray]:
+    """Chain ``(steps, ensembles * walkers, dim)`` -> a ``(steps, walkers, dim)`` per ensemble."""
+    return np.split(chain, n_ensembles, axis=1)
+
+
+def _check(blocks, steps, target_ess, multiple, n_walkers) -> dict[str, Any]:
+    """Autocorrelation time after burn-in, and whether the chains are long enough.
+
+    tau is estimated per ensemble (the mean over its walkers' autocorrelation, emcee's estimator)
+    and the largest over ensembles is used; burn-in is two of those times (at least 50 steps).
+    """
+    import emcee
+
+    def tau_of(chain):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return emcee.autocorr.integrated_time(chain, tol=0, quiet=True)
+
+    tau0 = np.max([tau_of(b) for b in blocks], axis=0)
+    burn = int(min(steps // 2, max(2 * np.nanmax(tau0), 50)))
+    tau = np.max([tau_of(b[burn:]) for b in blocks], axis=0)
+    kept = steps - burn
+    ess = kept * n_walkers * len(blocks) / tau
+    done = bool(
+        np.all(np.isfinite(tau)) and kept > multiple * np.max(tau) and np.min(ess) >= target_ess
+    )
+    return {"tau": tau, "burn": burn, "done": done}
+
+
+class BlockDEMove:
+    """Differential-evolution move (ter Braak 2006; Nelson et al. 2013) within blocks of walkers.
+
+    The walkers form ``n_blocks`` independent ensembles of equal size; each half of every block is
+    updated from differences of two walkers of the other half of the same block, so no
+    information crosses between blocks. ``gamma0`` defaults to ``2.38 / sqrt(2 ndim)``; a move with
+    ``gamma0=1`` now and then lets walkers jump between modes.
+    """
+
+    def __init__(self, n_blocks: int, gamma0: float | None = None, sigma: float = 1e-5):
+        self.n_blocks = n_blocks
+        self.gamma0 = gamma0
+        self.sigma = sigma
+
+    def tune(self, state, accepted):  # emcee's Move interface
+        pass
+
+    def propose(self, model, state):
+        from emcee.state import State
+
+        coords, log_prob = state.coords, state.log_prob
+        n_total, ndim = coords.shape
+        per = n_total // self.n_blocks
+        half = per // 2
+        g0 = self.gamma0 if self.gamma0 is not None else 2.38 / math.sqrt(2 * ndim)
+        random = model.random
+        offsets = (np.arange(self.n_blocks) * per)[:, None]
+        order = np.argsort(random.rand(self.n_blocks, per), axis=1) + offsets
+        accepted = np.zeros(n_total, dtype=bool)
+        for s_idx, c_idx in (
+            (order[:, :half], order[:, half:]),
+            (order[:, half:], order[:, :half]),
+        ):
+            n_s, n_c = s_idx.shape[1], c_idx.shape[1]
+            i1 = random.randint(0, n_c, size=s_idx.shape)
+            i2 = random.randint(0, n_c - 1, size=s_idx.shape)
+            i2 = i2 + (i2 >= i1)
+            rows = np.arange(self.n_blocks)[:, None]
+            diff = coords[c_idx[rows, i1]] - coords[c_idx[rows, i2]]
+            gamma = g0 * (1.0 + self.sigma * random.randn(self.n_blocks, n_s, 1))
+            s_flat = s_idx.ravel()
+            q = coords[s_flat] + (gamma * diff).reshape(-1, ndim)
+            new_lp, _ = model.compute_log_prob_fn(q)
+            accept = new_lp - log_prob[s_flat] > np.log(random.rand(s_flat.size))
+            take = s_flat[accept]
+            coords[take] = q[accept]
+            log_prob[take] = new_lp[accept]
+            accepted[take] = True
+        return State(coords, log_prob=log_prob, random_state=state.random_state), accepted
+
+
+def _start_spread(fit: SigmoidFit, center: np.ndarray) -> np.ndarray:
+    """Per-coordinate start spread from the fit's standard errors (a tenth of them)."""
+    se = fit.stderr
+    raw = [se["A"], se["B"] / fit.B, se["C_mid"] / fit.C_mid]
+    if fit.r0_fixed is None:
+        raw.append(se["R0"])
+    out = []
+    for value, c in zip(raw, center, strict=True):
+        ok = math.isfinite(value) and value > 0
+        out.append(0.1 * min(value, 0.5 * (1 + abs(c))) if ok else 1e-3 * (1 + abs(c)))
+    return np.array(out)
+
+
+def _initial_walkers(rng, center, spread, n_walkers, log_prob) -> np.ndarray:
+    """A small ball around the fit's optimum, redrawn where a walker falls outside the prior."""
+    start = center + spread * rng.standard_normal((n_walkers, center.size))
+    for _ in range(100):
+        bad = ~np.isfinite(log_prob(start))
+        if not bad.any():
+            return start
+        # shrink toward the optimum (which may sit on a bound, e.g. A = 1)
+        start[bad] = center + 0.5 * (start[bad] - center)
+    raise RLCurvesError("could not place the walkers inside the prior support around the fit")

@@ -1,0 +1,162 @@
+"""MCMC posterior: agreement with the asymptotic covariance, diagnostics (tau, ESS, R-hat across
+ensembles), the "not long enough" verdict, noise models, priors, the block move and ArviZ export."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlcurves import NotConvergedWarning, RLCurvesError, fit_sigmoid, sigmoid
+from rlcurves.bayes import BlockDEMove, Posterior, Prior, _gelman_rubin
+from rlcurves.forecast import forecast
+
+TRUTH = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
+
+
+@pytest.fixture(scope="module")
+def curve():
+    rng = np.random.default_rng(0)
+    c = np.linspace(160, 16000, 100)
+    y = sigmoid(c, **TRUTH) + rng.normal(0, 0.01, c.size)
+    return c, y
+
+
+@pytest.fixture(scope="module")
+def fit(curve):
+    return fit_sigmoid(*curve)
+
+
+@pytest.fixture(scope="module")
+def post(fit):
+    return fit.posterior(seed=1, progress=False)
+
+
+def test_posterior_matches_the_asymptotic_covariance(fit, post):
+    # Flat priors, noise integrated out, a well-determined curve: the posterior is close to a
+    # multivariate t around the optimum with the least-squares covariance (variance inflated by
+    # dof / (dof - 2) ~ 1.02). With ESS > 2000 a posterior sd is known to ~2%; 10% covers the
+    # curvature left in B and C_mid.
+    assert isinstance(post, Posterior)
+    for name in ("A", "B", "C_mid", "R0"):
+        assert post.samples[name].std() == pytest.approx(fit.stderr[name], rel=0.10), name
+        assert post.samples[name].median() == pytest.approx(
+            fit.params[name], abs=0.2 * fit.stderr[name]
+        )
+    ci = post.ci(0.9)
+    assert list(ci.columns) == ["parameter", "estimate", "lower", "upper"]
+    assert (ci.lower < ci.estimate).all() and (ci.estimate < ci.upper).all()
+    # the noise scale's draws centre on the residual sd
+    assert np.median(post.noise) == pytest.approx(fit.noise_sd, rel=0.05)
+
+
+def test_diagnostics_say_the_chains_are_long_enough(post):
+    assert post.converged and post.message.startswith("converged")
+    assert min(post.ess.values()) >= 2000
+    assert max(post.rhat.values()) < 1.01
+    assert (post.n_steps - post.burn) > 50 * max(post.tau.values())
+    assert 0.1 < post.acceptance_fraction < 0.7
+    diag = post.diagnostics()
+    assert list(diag.parameter) == ["A", "B", "C_mid", "R0"] and diag.attrs["converged"]
+    # ESS is the pooled draw count over tau
+    assert post.ess["A"] == pytest.approx(len(post.samples) / post.tau["A"])
+
+
+def test_short_run_is_reported_as_not_converged(fit):
+    with pytest.warns(NotConvergedWarning, match="NOT converged"):
+        short = fit.posterior(seed=0, progress=False, max_steps=100, block_steps=100)
+    assert not short.converged and "raise max_steps" in short.message
+
+
+def test_same_seed_same_draws(fit):
+    kw = dict(progress=False, max_steps=60, block_steps=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotConvergedWarning)
+        a, b = fit.posterior(seed=5, **kw), fit.posterior(seed=5, **kw)
+    pd.testing.assert_frame_equal(a.samples, b.samples)
+
+
+def test_known_and_binomial_noise(curve):
+    c, y = curve
+    known = fit_sigmoid(c, y, sigma=np.full(c.size, 0.01), absolute_sigma=True)
+    p = known.posterior(seed=2, progress=False)
+    assert p.noise_model == "known" and np.all(p.noise == 1)
+    for name in ("A", "B", "C_mid"):
+        assert p.samples[name].std() == pytest.approx(known.stderr[name], rel=0.10), name
+    # binomial sd of 16,000 evaluations at p ~ 0.5 is 0.004, far below the 0.01 noise here:
+    # the posterior must be much narrower than with the noise fitted
+    plain = fit_sigmoid(c, y)
+    binom = plain.posterior(seed=2, progress=False, noise="binomial", n_eval=16000)
+    assert binom.samples["A"].std() < 0.6 * plain.stderr["A"]
+    lo, hi = binom.predict_interval([16000.0], 0.9, prediction=True, seed=0)
+    assert 0 <= lo[0] < hi[0] <= 1
+    with pytest.raises(RLCurvesError, match="n_eval"):
+        plain.posterior(noise="binomial", progress=False)
+    with pytest.raises(RLCurvesError, match="per-point sigma"):
+        plain.posterior(noise="known", progress=False)
+
+
+def test_priors_are_stated_and_overridable(fit, post):
+    assert post.priors["A"] == Prior("uniform", 0.0, 1.0)  # a pass rate
+    assert post.priors["B"].kind == "loguniform" and post.priors["C_mid"].kind == "loguniform"
+    # a tight prior on B (mean 1.5, sd 0.02) overrides the data's B ~ 2.0
+    tight = fit.posterior(
+        seed=3, progress=False, priors={"B": Prior("lognormal", mu=np.log(1.5), sd=0.02)}
+    )
+    assert tight.samples["B"].median() == pytest.approx(1.5, rel=0.05)
+    with pytest.raises(RLCurvesError, match="unknown prior kind"):
+        Prior("cauchy")
+    with pytest.raises(RLCurvesError, match="priors given for"):
+        fit.posterior(priors={"D": Prior("uniform", 0, 1)}, progress=False)
+
+
+def test_rhat_flags_ensembles_that_disagree():
+    rng = np.random.default_rng(0)
+    same = [rng.normal(0, 1, (4000, 2)) for _ in range(4)]
+    apart = [rng.normal(mu, 1, (4000, 2)) for mu in (0, 0, 0, 1.5)]
+    assert np.all(_gelman_rubin(same) < 1.01)
+    assert np.all(_gelman_rubin(apart) > 1.1)
+
+
+def test_block_move_never_mixes_ensembles():
+    # A target with two equal modes, at 0 and 100; block 0 starts in one, block 1 in the other.
+    # A DE move with gamma = 1 that paired walkers across blocks would jump walkers between the
+    # modes (x + (x_other_mode - x_this_mode) lands in the other mode, and is accepted); built
+    # from differences within each block it never does.
+    class Model:
+        random = np.random.RandomState(0)
+
+        @staticmethod
+        def compute_log_prob_fn(q):
+            d0 = -0.5 * np.sum(q**2, axis=1)
+            d1 = -0.5 * np.sum((q - 100) ** 2, axis=1)
+            return np.logaddexp(d0, d1), None
+
+    from emcee.state import State
+
+    rng = np.random.default_rng(1)
+    coords = np.concatenate([rng.normal(0, 1, (8, 2)), rng.normal(100, 1, (8, 2))])
+    state = State(coords.copy(), log_prob=Model.compute_log_prob_fn(coords)[0])
+    move = BlockDEMove(2, gamma0=1.0)
+    n_accepted = 0
+    for _ in range(200):
+        state, accepted = move.propose(Model, state)
+        n_accepted += accepted.sum()
+    assert np.all(np.abs(state.coords[:8]) < 10) and np.all(np.abs(state.coords[8:] - 100) < 10)
+    assert n_accepted > 100  # the walkers did move
+
+
+def test_forecast_with_mcmc(fit):
+    fc = forecast(fit, [8000.0, 32000.0], method="mcmc", seed=0, progress=False)
+    assert fc.method == "mcmc" and fc.samples.shape[1] == 2
+    assert np.all(fc.lower < fc.mean) and np.all(fc.mean < fc.upper)
+    assert np.all(fc.prediction_lower < fc.lower) and np.all(fc.prediction_upper <= 1)
+    assert fc.info["diagnostics"].attrs["converged"]
+
+
+def test_arviz_export(post):
+    az = pytest.importorskip("arviz")  # optional dependency; installed in the dev environment
+    idata = post.to_arviz()
+    assert isinstance(idata, az.InferenceData)
+    assert set(idata.posterior.data_vars) == {"A", "B", "C_mid", "R0"}
+    assert idata.posterior["B"].mean() == pytest.approx(post.samples["B"].mean(), rel=1e-6)
