@@ -7,11 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .model import sigmoid
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from .backtest import Backtest
+    from .compare import Comparison
+    from .forecast import Forecast
+    from .powerlaw import ModelComparison
     from .result import SigmoidFit
+    from .runs import RunsFit
 
 # Okabe-Ito: distinguishable with the common forms of colour blindness.
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -31,7 +38,7 @@ def plot_fit(
     ax: Axes | None = None,
     *,
     extrapolate_to: float | None = None,
-    band: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+    band: Forecast | tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     logx: bool = False,
     color: str | None = None,
     label: str | None = None,
@@ -50,8 +57,10 @@ def plot_fit(
         Draw into this axes; a new figure otherwise.
     extrapolate_to : float, optional
         Extend the curve (dashed) to this compute; default: the largest compute in the data.
-    band : (compute, lower, upper), optional
-        An interval band to shade around the curve (e.g. from ``rlcurves.forecast``).
+    band : Forecast or (compute, lower, upper), optional
+        An interval band to shade around the curve. A :class:`rlcurves.forecast.Forecast` (e.g.
+        ``forecast(fit, np.linspace(...))``) also draws its wider prediction band (the range of
+        one new evaluation) lightly.
     logx : bool
         Log-scale compute axis.
     color, label : str, optional
@@ -62,38 +71,90 @@ def plot_fit(
     label = label or fit.label or "fit"
     c_all, r_all = fit.compute, fit.reward
     inside = fit.window
-    ax.scatter(c_all[inside], r_all[inside], s=14, color=color, alpha=0.8, lw=0, **scatter_kws)
-    if (~inside).any():
+    c_fit = fit.fit_compute
+    lo_fit, hi_fit = c_fit.min(), c_fit.max()
+    early, late = ~inside & (c_all < lo_fit), ~inside & (c_all > hi_fit)
+    ax.scatter(
+        c_all[inside],
+        r_all[inside],
+        s=14,
+        color=color,
+        alpha=0.8,
+        lw=0,
+        label="fitted data",
+        zorder=3,
+        **scatter_kws,
+    )
+    if early.any():
         ax.scatter(
-            c_all[~inside],
-            r_all[~inside],
+            c_all[early],
+            r_all[early],
             s=14,
             facecolors="none",
             edgecolors=color,
             alpha=0.7,
             label="excluded from fit",
+            zorder=3,
         )
-    c_fit = fit.fit_compute
-    lo_fit, hi_fit = c_fit.min(), c_fit.max()
+    if late.any():
+        ax.scatter(
+            c_all[late],
+            r_all[late],
+            s=16,
+            marker="D",
+            color="0.35",
+            alpha=0.75,
+            lw=0,
+            label="held out (after the fit window)",
+            zorder=3,
+        )
     end = max(extrapolate_to or 0.0, c_all.max())
-    start = max(c_all[c_all > 0].min() if (c_all > 0).any() else lo_fit, 1e-12)
+    if band is not None and hasattr(band, "prediction_upper"):
+        end = max(end, float(np.max(band.at)))
+    positive = c_all[c_all > 0]
+    start = max(positive.min() if positive.size else lo_fit, 1e-12)
     grid = np.geomspace(start, end, 400) if logx else np.linspace(0.0, end, 400)
     within = (grid >= lo_fit) & (grid <= hi_fit)
-    ax.plot(grid[within], fit.predict(grid[within]), color=color, lw=2, label=label)
-    before, after = grid <= lo_fit, grid >= hi_fit
-    if end > hi_fit * (1 + 1e-9):
-        after = grid >= hi_fit
-    else:
-        after = np.zeros_like(grid, dtype=bool)
+    ax.plot(grid[within], fit.predict(grid[within]), color=color, lw=2, label=label, zorder=4)
+    before = grid <= lo_fit
+    after = grid >= hi_fit if end > hi_fit * (1 + 1e-9) else np.zeros_like(grid, dtype=bool)
     if before.any():
         ax.plot(grid[before], fit.predict(grid[before]), color=color, lw=1, ls=":", alpha=0.8)
     if after.any():
         ax.plot(
-            grid[after], fit.predict(grid[after]), color=color, lw=2, ls="--", label="extrapolation"
+            grid[after],
+            fit.predict(grid[after]),
+            color=color,
+            lw=2,
+            ls="--",
+            label="extrapolation",
+            zorder=4,
         )
     if band is not None:
-        bc, blo, bhi = band
-        ax.fill_between(bc, blo, bhi, color=color, alpha=0.18, lw=0, label="interval")
+        if hasattr(band, "prediction_upper"):
+            bc = np.atleast_1d(band.at)
+            level = f"{band.level:.0%} " if getattr(band, "level", None) else ""
+            ax.fill_between(
+                bc,
+                np.atleast_1d(band.prediction_lower),
+                np.atleast_1d(band.prediction_upper),
+                color=color,
+                alpha=0.08,
+                lw=0,
+                label=f"{level}prediction (one evaluation)",
+            )
+            ax.fill_between(
+                bc,
+                np.atleast_1d(band.lower),
+                np.atleast_1d(band.upper),
+                color=color,
+                alpha=0.22,
+                lw=0,
+                label=f"{level}interval of the curve",
+            )
+        else:
+            bc, blo, bhi = band
+            ax.fill_between(bc, blo, bhi, color=color, alpha=0.18, lw=0, label="interval")
     if fit.min_compute is not None and fit.min_compute > 0:
         ax.axvspan(
             start if logx else 0.0,
@@ -122,6 +183,262 @@ def plot_fit(
     ax.set_title(
         f"A={fit.A:.3f}  B={fit.B:.2f}  C_mid={fit.C_mid:,.0f}  R0={fit.R0:.3f}", fontsize=10
     )
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def plot_forecast(
+    fit: SigmoidFit,
+    forecast: Forecast | None = None,
+    ax: Axes | None = None,
+    *,
+    to: float | None = None,
+    level: float = 0.9,
+    seed: int | None = 0,
+    **kwargs: Any,
+) -> Figure:
+    """A fit with its forecast band: fitted window solid, extrapolation dashed, held-out points.
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        The fit (e.g. on half the budget; the points after its window are drawn as held out).
+    forecast : Forecast, optional
+        Band to draw; default: :func:`rlcurves.forecast.forecast` on 200 points up to ``to``.
+    to : float, optional
+        Where the forecast ends (default: twice the fit window's end, or the data's end if later).
+    level, seed
+        Used when the forecast is computed here.
+    **kwargs
+        Passed to :func:`plot_fit`.
+    """
+    if forecast is None:
+        from .forecast import forecast as make_forecast
+
+        end = to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
+        start = float(fit.fit_compute.min())
+        grid = np.linspace(start, end, 200)
+        forecast = make_forecast(fit, grid, level=level, seed=seed, progress=False)
+    kwargs.setdefault("extrapolate_to", float(np.max(forecast.at)))
+    fig = plot_fit(fit, ax, band=forecast, **kwargs)
+    ax = fig.axes[0] if ax is None else ax
+    hi = float(fit.fit_compute.max())
+    ax.axvline(hi, color="0.4", lw=0.8, ls=":")
+    ax.annotate(
+        "fit window ends",
+        (hi, 0.02),
+        xycoords=("data", "axes fraction"),
+        xytext=(3, 0),
+        textcoords="offset points",
+        fontsize=8,
+        color="0.3",
+    )
+    return fig
+
+
+def plot_loglog(
+    source: Comparison | dict[str, SigmoidFit],
+    ax: Axes | None = None,
+    *,
+    shared: bool = True,
+) -> Figure:
+    """The paper's efficiency view: ``log F(R)`` against ``log C``, each variant a line of slope B.
+
+    Parameters
+    ----------
+    source : Comparison or dict of SigmoidFit
+        A comparison (with ``shared``, its curves refitted with their mean A first, the paper's
+        practice, so that slopes compare), or fits to draw as they are.
+    ax : matplotlib Axes, optional
+    shared : bool
+        Use the shared-A refits of a Comparison.
+    """
+    fig, ax = _axes(ax)
+    if hasattr(source, "loglog"):
+        fits = source.shared_a().fits if shared else source.fits
+        shared_a = source.shared_a().A if shared else None
+    else:
+        fits, shared_a = dict(source), None
+    for i, (name, fit) in enumerate(fits.items()):
+        color = PALETTE[i % len(PALETTE)]
+        df = fit.loglog().dropna()
+        ax.scatter(df["log_compute"], df["log_F"], s=12, color=color, alpha=0.7, lw=0)
+        x = np.linspace(df["log_compute"].min(), df["log_compute"].max(), 2)
+        ax.plot(x, fit.B * x, color=color, lw=2, label=f"{name}: slope B = {fit.B:.2f}")
+    ax.set_xlabel("log C  (C in GPU-hours)")
+    ax.set_ylabel("log F(R),  F = C_mid^B / ((A - R0)/(R - R0) - 1)")
+    title = "log-log efficiency view"
+    if shared_a is not None:
+        title += f" (all refitted with shared A = {shared_a:.3f})"
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
+    """Variants in the (B, A) plane: efficiency across, ceiling up, with intervals both ways.
+
+    The baseline is ringed and its A margin (the paper's +-0.02) shaded: a variant inside the
+    band has the same ceiling within noise and is compared on B at a shared A.
+    """
+    fig, ax = _axes(ax, figsize=(6.4, 4.6))
+    t = comparison.table
+    base = t[t["variant"] == comparison.baseline].iloc[0]
+    ax.axhspan(
+        base["A"] - comparison.margin,
+        base["A"] + comparison.margin,
+        color="0.9",
+        lw=0,
+        label=f"baseline A +- {comparison.margin:g}",
+    )
+    for i, row in t.reset_index(drop=True).iterrows():
+        color = PALETTE[i % len(PALETTE)]
+        is_base = row["variant"] == comparison.baseline
+        ax.errorbar(
+            row["B"],
+            row["A"],
+            xerr=[[row["B"] - row["B_lower"]], [row["B_upper"] - row["B"]]],
+            yerr=[[row["A"] - row["A_lower"]], [row["A_upper"] - row["A"]]],
+            fmt="o",
+            ms=7 if is_base else 6,
+            color=color,
+            capsize=3,
+            lw=1.4,
+            mfc="white" if is_base else color,
+            mew=2,
+            label=_baseline_label(row["variant"]) if is_base else row["variant"],
+        )
+    ax.set_xlabel("B, compute efficiency (higher: reaches the ceiling sooner)")
+    ax.set_ylabel("A, asymptotic pass rate (ceiling)")
+    ax.set_title(f"variants with {comparison.level:.0%} intervals", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def _baseline_label(name: str) -> str:
+    return name if "baseline" in name.lower() else f"{name} (baseline)"
+
+
+def plot_backtest(backtest: Backtest, ax: Axes | None = None) -> Figure:
+    """How the forecast of the run's final value, and of A, converge as more of the run is fitted.
+
+    Each fitted prefix gives a forecast of the final value and an estimate of A, with intervals;
+    the whole run's fit is the dashed reference for both.
+    """
+    fig, ax = _axes(ax)
+    t = backtest.table.dropna(subset=["forecast"])
+    x = t["fit_to"].to_numpy(dtype=float)
+    dx = 0.012 * (backtest.final_compute)
+    final = float(backtest.full.predict(backtest.final_compute))
+    for values, lo, hi, ref, color, name, shift in (
+        (
+            "forecast",
+            "forecast_lower",
+            "forecast_upper",
+            final,
+            PALETTE[0],
+            f"forecast of R at C = {backtest.final_compute:,.0f}",
+            -dx,
+        ),
+        ("A", "A_lower", "A_upper", backtest.full.A, PALETTE[1], "estimate of A (ceiling)", dx),
+    ):
+        y = t[values].to_numpy(dtype=float)
+        ax.errorbar(
+            x + shift,
+            y,
+            yerr=[y - t[lo].to_numpy(float), t[hi].to_numpy(float) - y],
+            fmt="o",
+            color=color,
+            capsize=3,
+            label=name,
+        )
+        ax.axhline(ref, color=color, lw=1, ls="--", alpha=0.8)
+    ax.axhline(np.nan, color="0.3", lw=1, ls="--", label="whole-run fit")
+    ax.set_xlabel("compute fitted up to (GPU-hours)")
+    ax.set_ylabel("validation pass rate")
+    ax.set_xlim(0, backtest.final_compute * 1.02)
+    ax.set_title(f"backtest: forecasts from prefixes ({backtest.level:.0%} intervals)", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return fig
+
+
+def plot_models(
+    comparison: ModelComparison, ax: Axes | None = None, *, logx: bool = False
+) -> Figure:
+    """Sigmoid and power law fitted on the first part of a run, extrapolated over the rest."""
+    fig, ax = _axes(ax)
+    sig = comparison.train_fits["sigmoid"]
+    c, r = sig.compute, sig.reward
+    split = comparison.split_compute
+    train = c <= split
+    ax.scatter(c[train], r[train], s=10, color="0.2", lw=0, alpha=0.7, label="fitted part")
+    ax.scatter(
+        c[~train],
+        r[~train],
+        s=12,
+        marker="D",
+        color="0.55",
+        lw=0,
+        alpha=0.7,
+        label="held out (forecast)",
+    )
+    end = float(c.max())
+    positive = c[c > 0]
+    grid = np.geomspace(positive.min(), end, 400) if logx else np.linspace(positive.min(), end, 400)
+    t = comparison.table.set_index("model")
+    styles = {"sigmoid": PALETTE[0], "power_law": PALETTE[1]}
+    for name, fit in comparison.train_fits.items():
+        color = styles[name]
+        pred = np.asarray(fit.predict(grid), dtype=float)
+        label = (
+            f"{name.replace('_', ' ')}: A = {fit.A:.3f}, "
+            f"held-out RMSE {t.loc[name, 'holdout_rmse']:.3f}"
+        )
+        ax.plot(grid[grid <= split], pred[grid <= split], color=color, lw=2, label=label)
+        ax.plot(grid[grid >= split], pred[grid >= split], color=color, lw=2, ls="--")
+    ax.axvline(split, color="0.4", lw=0.8, ls=":")
+    lo = float(np.nanmin(r[c > 0]))
+    ax.set_ylim(lo - 0.05 * (r.max() - lo), r.max() + 0.25 * (r.max() - lo))
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel("compute (GPU-hours)")
+    ax.set_ylabel("validation pass rate")
+    ax.set_title(f"fitted up to C = {split:,.0f}, dashed: extrapolation", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def plot_runs(runs: RunsFit, ax: Axes | None = None, *, level: float | None = None) -> Figure:
+    """Several seeds: each run's points and curve, the pooled curve with its run-level band."""
+    fig, ax = _axes(ax)
+    level = runs.level if level is None else level
+    pooled = runs.pooled
+    c_max = float(pooled.compute.max())
+    grid = np.linspace(float(pooled.fit_compute.min()), c_max, 300)
+    for i, (name, fit) in enumerate(runs.per_run.items()):
+        color = PALETTE[(i + 1) % len(PALETTE)]
+        ax.scatter(fit.compute, fit.reward, s=8, color=color, alpha=0.45, lw=0)
+        ax.plot(
+            grid, fit.predict(grid), color=color, lw=1, alpha=0.9, label=f"{name}: A = {fit.A:.3f}"
+        )
+    s = runs.samples
+    cols = [s[p].to_numpy()[:, None] for p in ("A", "B", "C_mid", "R0")]
+    curves = sigmoid(grid[None, :], *cols)
+    lo, hi = np.quantile(curves, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    ax.fill_between(
+        grid, lo, hi, color=PALETTE[0], alpha=0.25, lw=0, label=f"{level:.0%} run-level band"
+    )
+    ax.plot(
+        grid, pooled.predict(grid), color=PALETTE[0], lw=2.2, label=f"pooled: A = {pooled.A:.3f}"
+    )
+    ax.set_xlabel("compute (GPU-hours)")
+    ax.set_ylabel("validation pass rate")
+    ax.set_title(f"{len(runs.runs)} runs of one recipe", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return fig

@@ -1,0 +1,143 @@
+"""Every figure: returns a Figure, draws into a given axes, has labelled axes, renders to PNG."""
+
+import warnings
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+
+from rlcurves import fit_sigmoid, sigmoid
+from rlcurves import plot as P
+from rlcurves.backtest import backtest
+from rlcurves.compare import compare
+from rlcurves.forecast import forecast
+from rlcurves.powerlaw import compare_models
+from rlcurves.runs import fit_runs
+
+matplotlib.use("Agg")
+C = np.linspace(0, 16000, 61)
+
+
+@pytest.fixture(autouse=True)
+def _close():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def half_fit():
+    r = sigmoid(C, 0.61, 1.92, 2542, 0.3) + np.random.default_rng(1).normal(0, 0.006, C.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_sigmoid(C, r, min_compute=1500, max_compute=8000, label="half")
+
+
+@pytest.fixture(scope="module")
+def comparison():
+    rng = np.random.default_rng(2)
+    curves = {
+        name: (C, sigmoid(C, a, b, 2500, 0.3) + rng.normal(0, 0.006, C.size))
+        for name, a, b in (("base", 0.61, 1.8), ("b", 0.605, 2.3), ("low", 0.52, 1.9))
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compare(curves, min_compute=1500, n_samples=100, method="normal")
+
+
+def _check(fig, ax, tmp_path, name):
+    assert isinstance(fig, Figure)
+    assert ax.get_xlabel() and ax.get_ylabel()
+    path = tmp_path / f"{name}.png"
+    fig.savefig(path, dpi=60)
+    assert path.stat().st_size > 5000
+
+
+def _own_axes():
+    fig, ax = plt.subplots()
+    return fig, ax
+
+
+def test_plot_fit_with_forecast_band(half_fit, tmp_path):
+    fc = forecast(half_fit, np.linspace(1500, 16000, 50), seed=0, progress=False, n=100)
+    fig, ax = _own_axes()
+    out = P.plot_fit(half_fit, ax=ax, band=fc)
+    assert out is fig
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    # prediction band and curve band from the Forecast
+    labels = [b.get_label() for b in bands]
+    assert any("prediction" in s for s in labels) and any("interval" in s for s in labels)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "held out (after the fit window)" in legend and "excluded from fit" in legend
+    assert "extrapolation" in legend
+    _check(out, ax, tmp_path, "fit")
+
+
+def test_plot_fit_keeps_tuple_band(half_fit, tmp_path):
+    grid = np.linspace(1500, 16000, 20)
+    pred = half_fit.predict(grid)
+    fig = P.plot_fit(half_fit, band=(grid, pred - 0.01, pred + 0.01), logx=True)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "log"
+    _check(fig, ax, tmp_path, "fit_tuple")
+
+
+def test_plot_forecast(half_fit, tmp_path):
+    fig, ax = _own_axes()
+    out = P.plot_forecast(half_fit, ax=ax, seed=0)
+    assert out is fig
+    # the dashed extrapolation reaches twice the fit window's end (the data's end here)
+    dashed = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert max(line.get_xdata().max() for line in dashed) == pytest.approx(16000)
+    _check(out, ax, tmp_path, "forecast")
+
+
+def test_plot_comparison_and_loglog(comparison, tmp_path):
+    fig, ax = _own_axes()
+    assert P.plot_comparison(comparison, ax=ax) is fig
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "base (baseline)" in legend and "low" in legend
+    _check(fig, ax, tmp_path, "comparison")
+    fig2, ax2 = _own_axes()
+    assert P.plot_loglog(comparison, ax=ax2) is fig2
+    # shared-A refits of the variants within the margin: base and b, not low
+    assert len(ax2.lines) == 2
+    assert "shared A" in ax2.get_title()
+    _check(fig2, ax2, tmp_path, "loglog")
+    fig3 = P.plot_loglog(dict(comparison.fits))
+    assert len(fig3.axes[0].lines) == 3
+
+
+def test_plot_backtest(tmp_path):
+    r = sigmoid(C, 0.61, 1.92, 2542, 0.3) + np.random.default_rng(3).normal(0, 0.006, C.size)
+    bt = backtest(C, r, min_compute=1500, n_samples=100)
+    fig, ax = _own_axes()
+    assert P.plot_backtest(bt, ax=ax) is fig
+    assert len(ax.containers) == 2  # forecast and A error bars
+    _check(fig, ax, tmp_path, "backtest")
+
+
+def test_plot_models_and_runs(tmp_path):
+    c = np.linspace(0, 100000, 201)
+    r = sigmoid(c, 0.645, 1.7, 10000, 0.3) + np.random.default_rng(4).normal(0, 0.005, c.size)
+    mc = compare_models(c, r, min_compute=1500)
+    fig, ax = _own_axes()
+    assert P.plot_models(mc, ax=ax) is fig
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert "power law: A = 1.000" in legend
+    _check(fig, ax, tmp_path, "models")
+    rng = np.random.default_rng(5)
+    df = pd.concat(
+        pd.DataFrame(
+            {"compute": C, "reward": sigmoid(C, a, 1.9, 2500, 0.3) + rng.normal(0, 0.006, C.size)}
+        ).assign(run=f"s{i}")
+        for i, a in enumerate((0.6, 0.61, 0.62))
+    )
+    rf = fit_runs(df, min_compute=1500, n_boot=60)
+    fig, ax = _own_axes()
+    assert P.plot_runs(rf, ax=ax) is fig
+    assert len(ax.lines) == 4  # three runs and the pooled curve
+    _check(fig, ax, tmp_path, "runs")
