@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .errors import RLCurvesError
 from .fit import fit_sigmoid
 
 
-def _load(path: str, compute: str | None, reward: str | None) -> tuple[pd.DataFrame, str, str]:
+def _load(
+    path: str, compute: str | None, reward: str | None, run: str | None = None
+) -> tuple[pd.DataFrame, str, str]:
     """Read a curve file; returns the frame and the compute/reward column names."""
     from .logs import read_log
 
-    df = read_log(path, compute=compute, reward=reward)
+    df = read_log(path, compute=compute, reward=reward, run=run)
     return df, "compute", "reward"
 
 
@@ -40,6 +45,11 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_interval_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
+    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+
+
 def _fit_from_args(args: argparse.Namespace, df: pd.DataFrame, c: str, r: str, label: str):
     return fit_sigmoid(
         c,
@@ -60,21 +70,235 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_fit(args: argparse.Namespace, df: pd.DataFrame, label: str, **override):
+    # The command prints the fit's message itself; Python warnings would repeat it on stderr.
+    kw = dict(
+        r0=args.r0,
+        min_compute=args.min_compute,
+        max_compute=args.max_compute,
+        method=args.method,
+        label=label,
+    )
+    kw.update(override)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_sigmoid("compute", "reward", data=df, **kw)
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def _forecast_lines(fc, observed: dict[float, float] | None = None) -> list[str]:
+    pct = f"{fc.level:.0%}"
+    lines = [
+        f"[[Forecast]] {pct} intervals ({fc.method}): curve = where the run's mean reward will be; "
+        "prediction = range of one evaluation",
+        f"    {'compute':>12}  {'forecast':>8}  {'curve interval':>18}  {'prediction':>18}",
+    ]
+    for i, c in enumerate(np.atleast_1d(fc.at)):
+        m = np.atleast_1d(fc.mean)[i]
+        lo, hi = np.atleast_1d(fc.lower)[i], np.atleast_1d(fc.upper)[i]
+        plo, phi = np.atleast_1d(fc.prediction_lower)[i], np.atleast_1d(fc.prediction_upper)[i]
+        line = f"    {c:>12,.0f}  {m:>8.3f}  [{lo:.3f}, {hi:.3f}]    [{plo:.3f}, {phi:.3f}]"
+        if observed and float(c) in observed:
+            line += f"   observed {observed[float(c)]:.3f}"
+        lines.append(line)
+    return lines
+
+
+def cmd_forecast(args: argparse.Namespace) -> int:
+    from .forecast import forecast
+
+    df, _, _ = _load(args.file, args.compute, args.reward, args.run)
+    fit = _quiet_fit(args, df, Path(args.file).stem)
+    fc = forecast(
+        fit,
+        np.asarray(args.at, dtype=float),
+        level=args.level,
+        method=args.forecast_method,
+        seed=args.seed,
+        progress=False,
+    )
+    if args.json:
+        out = {"fit": fit.to_dict(), "forecast": fc.to_frame().to_dict(orient="records")}
+        if args.target is not None:
+            out["target"] = fit.compute_to_reach(
+                args.target, level=args.level, seed=args.seed
+            ).to_dict()
+        print(json.dumps(out, indent=2, default=float))
+        return 0
+    print(fit.summary())
+    print()
+    print("\n".join(_forecast_lines(fc)))
+    if args.target is not None:
+        target = fit.compute_to_reach(args.target, level=args.level, seed=args.seed)
+        print(f"\n[[Compute to target]]\n    {target}")
+    if args.plot:
+        from .plot import plot_forecast
+
+        grid = np.linspace(
+            float(fit.fit_compute.min()), max(np.max(args.at), fit.compute.max()), 200
+        )
+        band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+        print(f"\nplot saved to {_save(plot_forecast(fit, band), args.plot)}")
+    return 0
+
+
+def _variants(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
+    """One variant per file; a single file holding several runs gives one variant per run."""
+    frames = {}
+    for path in args.files:
+        df, _, _ = _load(path, args.compute, args.reward, args.run)
+        frames[Path(path).stem] = df
+    if len(frames) == 1:
+        ((name, df),) = frames.items()
+        if "run" in df.columns and df["run"].nunique() > 1:
+            return {str(k): part.drop(columns="run") for k, part in df.groupby("run", sort=False)}
+        raise RLCurvesError(
+            f"compare needs at least two variants: give several files, or one file whose 'run' "
+            f"column names the variants ({name!r} holds a single run)"
+        )
+    return frames
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare
+
+    frames = _variants(args)
+    fits = {name: _quiet_fit(args, df, name) for name, df in frames.items()}
+    # files with several seeds keep them: compare pools them with run-level uncertainty
+    curves = {
+        n: frames[n] if "run" in frames[n].columns and frames[n]["run"].nunique() > 1 else f
+        for n, f in fits.items()
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cmp = compare(
+            curves,
+            baseline=args.baseline,
+            level=args.level,
+            n_samples=args.n_samples,
+            seed=args.seed,
+            min_compute=args.min_compute,
+            max_compute=args.max_compute,
+            r0=args.r0,
+        )
+    if args.json:
+        print(cmp.table.to_json(orient="records", indent=2))
+        return 0
+    with pd.option_context("display.width", 140, "display.precision", 4):
+        print(cmp.table.to_string(index=False))
+    print()
+    print(cmp.summary())
+    if args.plot:
+        from .plot import plot_comparison
+
+        print(f"\nplot saved to {_save(plot_comparison(cmp), args.plot)}")
+    return 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from .forecast import forecast
+    from .plot import plot_forecast
+
+    df, _, _ = _load(args.file, args.compute, args.reward, args.run)
+    fit = _quiet_fit(args, df, Path(args.file).stem)
+    end = args.to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
+    grid = np.linspace(float(fit.fit_compute.min()), end, 200)
+    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+    fig = plot_forecast(fit, band, logx=args.logx)
+    print(f"plot saved to {_save(fig, args.output)}")
+    return 0
+
+
+def cmd_backtest(args: argparse.Namespace) -> int:
+    from .backtest import backtest
+
+    df, _, _ = _load(args.file, args.compute, args.reward, args.run)
+    bt = backtest(
+        "compute",
+        "reward",
+        data=df,
+        fractions=args.fractions,
+        min_compute=args.min_compute,
+        r0=args.r0,
+        level=args.level,
+        n_samples=args.n_samples,
+        seed=args.seed,
+        label=Path(args.file).stem,
+    )
+    if args.json:
+        print(bt.table.to_json(orient="records", indent=2))
+        return 0
+    print(bt.summary())
+    if args.plot:
+        print(f"\nplot saved to {_save(bt.plot(), args.plot)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .datasets import load_example
+    from .datasets import list_examples, load_example
+    from .forecast import forecast
+    from .plot import plot_forecast
 
     df = load_example(args.example)
     print(f"example: {args.example}\n  {df.attrs['description']}\n")
-    fit = fit_sigmoid(
-        "compute", "reward", data=df, min_compute=args.min_compute, label=args.example
+    end = float(df["compute"].max())
+    half = end / 2
+    print(
+        f"Fit on the first half of the budget ({args.min_compute:,.0f} <= C <= {half:,.0f} of "
+        f"{end:,.0f} GPU-hours), forecast the end.\n"
     )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(
+            "compute",
+            "reward",
+            data=df,
+            min_compute=args.min_compute,
+            max_compute=half,
+            label=f"{args.example}, first half",
+        )
+        full = fit_sigmoid("compute", "reward", data=df, min_compute=args.min_compute)
     print(fit.summary())
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    fig = fit.plot()
-    fig.axes[0].set_title(f"{args.example} (SIMULATED)" if df.attrs["simulated"] else args.example)
-    path = out / f"{args.example}_fit.png"
-    fig.savefig(path, dpi=120)
+    print()
+    grid = np.linspace(float(fit.fit_compute.min()), end, 200)
+    band = forecast(fit, grid, seed=0, progress=False)
+    at_end = forecast(fit, end, seed=0, progress=False)
+    last = df.loc[df["compute"].idxmax(), "reward"]
+    print("\n".join(_forecast_lines(at_end, {end: float(last)})))
+    print(f"    whole-run fit at the end: {float(full.predict(end)):.3f} (A {full.A:.3f})")
+    target = args.target if args.target is not None else math.floor(fit.A * 100) / 100 - 0.01
+    print(f"\n[[Compute to target]]\n    {fit.compute_to_reach(target, level=0.9, seed=0)}")
+    others = [n for n in list_examples() if n != args.example]
+    if others:
+        from .compare import compare
+
+        fits = {args.example: full}
+        for name in others:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fits[name] = fit_sigmoid(
+                    "compute",
+                    "reward",
+                    data=load_example(name),
+                    min_compute=args.min_compute,
+                    label=name,
+                )
+        print()
+        print(compare(fits).summary())
+    fig = plot_forecast(fit, band)
+    fig.axes[0].set_title(
+        f"{args.example} (SIMULATED): fit on the first half, forecast of the rest"
+        if df.attrs["simulated"]
+        else f"{args.example}: fit on the first half, forecast of the rest",
+        fontsize=10,
+    )
+    path = _save(fig, Path(args.out) / f"{args.example}_fit.png")
     print(f"\nplot saved to {path}")
     return 0
 
@@ -92,7 +316,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_fit)
 
-    p = sub.add_parser("demo", help="fit the bundled example run, print it and save a plot")
+    p = sub.add_parser("forecast", help="fit and forecast the curve at given compute values")
+    _add_io_args(p)
+    _add_fit_args(p)
+    p.add_argument("--at", type=float, nargs="+", required=True, help="compute value(s)")
+    _add_interval_args(p)
+    p.add_argument(
+        "--forecast-method",
+        default="bootstrap",
+        choices=["bootstrap", "profile", "mcmc"],
+        help="interval method (default: calibrated bootstrap)",
+    )
+    p.add_argument("--target", type=float, help="also: compute to reach this reward")
+    p.add_argument("--plot", help="save the fit with its forecast band to this image")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_forecast)
+
+    p = sub.add_parser("compare", help="compare recipe variants (one file each) by A and B")
+    p.add_argument("files", nargs="+", help="one log per variant (or one file with a run column)")
+    p.add_argument("--compute", help="compute column (default: detected)")
+    p.add_argument("--reward", help="reward column (default: detected)")
+    p.add_argument("--run", help="run column: seeds within a file, or variants in a single file")
+    _add_fit_args(p)
+    p.add_argument("--baseline", help="variant to compare against (default: the first)")
+    _add_interval_args(p)
+    p.add_argument("--n-samples", type=int, default=1000, help="bootstrap draws per variant")
+    p.add_argument("--plot", help="save the A-B comparison plot to this image")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("plot", help="plot the fit with its forecast band")
+    _add_io_args(p)
+    _add_fit_args(p)
+    p.add_argument("-o", "--output", required=True, help="image file to write (png, pdf, svg)")
+    p.add_argument("--to", type=float, help="forecast up to this compute (default: 2x the fit)")
+    p.add_argument("--logx", action="store_true", help="log-scale compute axis")
+    _add_interval_args(p)
+    p.set_defaults(func=cmd_plot)
+
+    p = sub.add_parser("backtest", help="refit a finished run on prefixes; score the forecasts")
+    _add_io_args(p)
+    p.add_argument("--min-compute", type=float, help="drop points below this compute")
+    p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
+    p.add_argument(
+        "--fractions",
+        type=float,
+        nargs="+",
+        default=[0.25, 0.5, 0.75],
+        help="fractions of the final compute to fit up to (default: 0.25 0.5 0.75)",
+    )
+    _add_interval_args(p)
+    p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples per prefix")
+    p.add_argument("--plot", help="save the backtest plot to this image")
+    p.add_argument("--json", action="store_true", help="print the table as JSON")
+    p.set_defaults(func=cmd_backtest)
+
+    p = sub.add_parser(
+        "demo", help="forecast the bundled example run from half its budget; print and plot"
+    )
     p.add_argument("--example", default="simulated_scalerl_8b")
     p.add_argument(
         "--min-compute",
@@ -100,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1500.0,
         help="fit window start (the paper drops the first ~1.5k GPU-hours)",
     )
+    p.add_argument("--target", type=float, help="reward to compute the budget for")
     p.add_argument("--out", default="out", help="folder for the figures")
     p.set_defaults(func=cmd_demo)
     return parser

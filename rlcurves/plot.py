@@ -227,9 +227,10 @@ def plot_forecast(
     ax.axvline(hi, color="0.4", lw=0.8, ls=":")
     ax.annotate(
         "fit window ends",
-        (hi, 0.02),
+        (hi, 0.98),
         xycoords=("data", "axes fraction"),
         xytext=(3, 0),
+        va="top",
         textcoords="offset points",
         fontsize=8,
         color="0.3",

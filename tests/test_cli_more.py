@@ -1,0 +1,118 @@
+"""The forecast, compare, plot, backtest and half-budget demo commands, run as a user would."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rlcurves import sigmoid
+from rlcurves.cli import main
+
+C = np.linspace(0, 16000, 41)
+
+
+def _csv(tmp_path, name="run", A=0.61, B=1.92, C_mid=2542, seed=0, runs=None):
+    rng = np.random.default_rng(seed)
+    if runs is None:
+        df = pd.DataFrame(
+            {
+                "gpu_hours": C,
+                "val_pass_rate": sigmoid(C, A, B, C_mid, 0.3) + rng.normal(0, 0.005, C.size),
+            }
+        )
+    else:
+        df = pd.concat(
+            pd.DataFrame(
+                {
+                    "gpu_hours": C,
+                    "val_pass_rate": sigmoid(C, a, B, C_mid, 0.3) + rng.normal(0, 0.005, C.size),
+                    "variant": label,
+                }
+            )
+            for label, a in runs.items()
+        )
+    path = tmp_path / f"{name}.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+IO = ["--compute", "gpu_hours", "--reward", "val_pass_rate"]
+
+
+def test_forecast_text_target_and_plot(tmp_path, capsys):
+    path = _csv(tmp_path)
+    png = tmp_path / "fc.png"
+    argv = ["forecast", str(path), *IO, "--min-compute", "1500", "--max-compute", "8000"]
+    argv += ["--at", "12000", "16000", "--target", "0.58", "--plot", str(png)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "[[Forecast]]" in out and "16,000" in out and "[[Compute to target]]" in out
+    assert "reaching 0.58 takes C = " in out
+    assert png.stat().st_size > 10_000
+
+
+def test_forecast_json(tmp_path, capsys):
+    path = _csv(tmp_path)
+    argv = ["forecast", str(path), *IO, "--min-compute", "1500", "--at", "20000", "--json"]
+    assert main([*argv, "--target", "0.9"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (row,) = out["forecast"]
+    assert row["lower"] <= row["mean"] <= row["upper"]
+    assert row["mean"] == pytest.approx(sigmoid(20000, 0.61, 1.92, 2542, 0.3), abs=0.01)
+    # 0.9 is far above the ceiling: "never", said plainly
+    assert out["target"]["compute"] == float("inf") and "never" in out["target"]["message"]
+
+
+def test_compare_files_and_baseline(tmp_path, capsys):
+    a = _csv(tmp_path, "base", A=0.61, seed=1)
+    b = _csv(tmp_path, "fp16", A=0.52, seed=2)
+    png = tmp_path / "cmp.png"
+    argv = ["compare", str(a), str(b), *IO, "--min-compute", "1500", "--n-samples", "200"]
+    assert main([*argv, "--baseline", "base", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "p_A_higher" in out and "fp16: A 0.5" in out and "lower ceiling" in out
+    assert png.stat().st_size > 10_000
+    assert main([*argv, "--baseline", "fp16", "--json"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert [r["variant"] for r in table] == ["base", "fp16"]
+    assert table[0]["p_A_higher"] > 0.99  # base against the fp16 baseline
+
+
+def test_compare_one_file_with_variant_column(tmp_path, capsys):
+    path = _csv(tmp_path, "loo", runs={"baseline": 0.61, "no-fp32": 0.55})
+    argv = ["compare", str(path), *IO, "--run", "variant", "--min-compute", "1500"]
+    assert main([*argv, "--n-samples", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "no-fp32: A 0.5" in out
+    single = _csv(tmp_path, "one")
+    assert main(["compare", str(single), *IO]) == 2
+    assert "at least two variants" in capsys.readouterr().err
+
+
+def test_plot_command(tmp_path, capsys):
+    path = _csv(tmp_path)
+    png = tmp_path / "sub" / "out.png"
+    argv = ["plot", str(path), *IO, "--min-compute", "1500", "--max-compute", "8000"]
+    assert main([*argv, "-o", str(png), "--logx"]) == 0
+    assert png.stat().st_size > 10_000 and "plot saved" in capsys.readouterr().out
+
+
+def test_backtest_command(tmp_path, capsys):
+    path = _csv(tmp_path)
+    argv = ["backtest", str(path), *IO, "--min-compute", "1500", "--n-samples", "200"]
+    png = tmp_path / "bt.png"
+    assert main([*argv, "--fractions", "0.5", "0.75", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "[[Backtest]]" in out and "coverage" in out and png.stat().st_size > 10_000
+    assert main([*argv, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["fraction"] for r in rows] == [0.25, 0.5, 0.75]
+
+
+def test_demo_forecasts_from_half_the_budget(tmp_path, capsys):
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "first half of the budget" in out and "8,000 of 16,000" in out
+    assert "[[Forecast]]" in out and "observed" in out and "[[Compute to target]]" in out
+    assert (tmp_path / "simulated_scalerl_8b_fit.png").stat().st_size > 10_000
