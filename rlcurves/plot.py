@@ -375,11 +375,24 @@ def plot_models(
     sig = comparison.train_fits["sigmoid"]
     c, r = sig.compute, sig.reward
     split = comparison.split_compute
-    train = c <= split
+    train = sig.window
+    early = ~train & (c <= split)
     ax.scatter(c[train], r[train], s=10, color="0.2", lw=0, alpha=0.7, label="fitted part")
+    if early.any():
+        ax.scatter(
+            c[early],
+            r[early],
+            s=10,
+            facecolors="none",
+            edgecolors="0.3",
+            alpha=0.7,
+            label="excluded from fit",
+        )
+    if sig.min_compute:
+        ax.axvspan(0, sig.min_compute, color="0.85", alpha=0.5, lw=0)
     ax.scatter(
-        c[~train],
-        r[~train],
+        c[c > split],
+        r[c > split],
         s=12,
         marker="D",
         color="0.55",

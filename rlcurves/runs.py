@@ -120,14 +120,14 @@ class RunsFit:
         spread = self.spread().set_index("parameter")
         name = "" if self.label is None else f": {self.label}"
         lines = [f"[[Several runs{name}]] {len(self.runs)} runs, {self.pooled.n} points pooled"]
-        lines.append(
-            f"    parameter   pooled   {self.level:.0%} run-bootstrap interval   per-run mean  sd"
-        )
+        head = f"{self.level:.0%} run-bootstrap interval"
+        lines.append(f"    {'parameter':<9}  {'pooled':>9}  {head:<28}  {'per-run mean':>12}  sd")
         for p in PARAM_NAMES:
             c, s = ci.loc[p], spread.loc[p]
+            interval = f"[{c['lower']:.4g}, {c['upper']:.4g}]"
             lines.append(
-                f"    {p:<9} {c['estimate']:>8.4g}   [{c['lower']:.4g}, {c['upper']:.4g}]"
-                f"{'':>12}{s['mean']:>10.4g}  {s['sd']:.3g}"
+                f"    {p:<9}  {c['estimate']:>9.4g}  {interval:<28}  {s['mean']:>12.4g}  "
+                f"{s['sd']:.3g}"
             )
         if len(self.runs) < 5:
             lines.append(
