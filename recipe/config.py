@@ -1,0 +1,215 @@
+"""The trainer's one config dataclass, loaded from YAML with ``--set key=value`` overrides.
+
+Every recipe choice is a switch with a fixed name (leave-one-out scripts depend on them). Bad
+values are refused at start with a :class:`ConfigError` that names the key and the allowed values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value the trainer cannot run with; the message names the key and the fix."""
+
+
+def _f(default: Any, help: str) -> Any:
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Config:
+    # --- the ScaleRL recipe switches (names fixed) ---
+    loss: str = _f("cispo", "policy loss: cispo | dapo | grpo | gspo")
+    eps_max: float = _f(4.0, "CISPO upper truncation of the IS ratio (paper: 4, 5, 8 alike)")
+    eps_low: float | None = _f(None, "clip low for dapo/grpo/gspo; null = loss default")
+    eps_high: float | None = _f(None, "clip high (dapo 0.26, grpo 0.2, gspo 4e-4); null = default")
+    aggregation: str = _f("prompt", "loss aggregation: prompt | sample | token")
+    adv_norm: str = _f("batch", "advantage normalization: batch | prompt | none")
+    zero_variance_filter: bool = _f(True, "drop prompts whose completions all score the same")
+    positive_threshold: float | None = _f(
+        0.9, "retire prompts whose pass rate reaches this; null = off"
+    )
+    fp32_head: bool = _f(True, "LM head in FP32 in generator and trainer")
+    generator: str = _f("torch", "rollout engine: torch | vllm (vllm: part 2)")
+    mode: str = _f("sync", "sync | pipeline | ppo-off-policy (the last two: part 2)")
+    max_lag: int = _f(8, "k of PipelineRL-k / PPO-off-policy-k (unused in sync mode)")
+    seed: int = _f(0, "seed of data split, model init, sampling")
+    # --- task and data ---
+    digits: int = _f(3, "digits per operand of the addition task")
+    train_prompts: int = _f(20000, "training pool size")
+    val_prompts: int = _f(1000, "held-out validation prompts (iid, disjoint from training)")
+    val_samples_per_prompt: int = _f(4, "completions per validation prompt (mean@n)")
+    # --- model ---
+    init: str | None = _f(None, "HF model folder to start from; null = build + warm up in OUT/init")
+    n_layer: int = _f(3, "layers of the built model")
+    hidden: int = _f(128, "hidden size of the built model")
+    heads: int = _f(4, "attention heads of the built model")
+    intermediate: int = _f(512, "MLP size of the built model")
+    warmup_sft_steps: int = _f(400, "supervised warm-up steps on carry-free problems")
+    warmup_mix: float = _f(0.0, "share of full-distribution problems in warm-up batches")
+    dtype: str = _f("float32", "parameter/compute dtype of the model body: float32 | bfloat16")
+    # --- RL loop ---
+    steps: int = _f(1500, "RL steps (optimizer updates)")
+    prompts_per_step: int = _f(32, "prompts per batch")
+    generations: int = _f(16, "completions per prompt")
+    max_new_tokens: int = _f(5, "generation length limit (answer digits + EOS)")
+    temperature: float = _f(1.0, "sampling temperature (also used for trainer log-probs)")
+    lr: float = _f(3e-4, "AdamW learning rate (constant after warm-up)")
+    lr_warmup_steps: int = _f(10, "linear learning-rate warm-up steps")
+    weight_decay: float = _f(0.01, "AdamW weight decay (paper: 0.01)")
+    adam_eps: float = _f(1e-8, "AdamW epsilon (paper 1e-15 at 8B scale)")
+    grad_clip: float = _f(1.0, "global gradient-norm clip; 0 = off")
+    # --- evaluation, checkpoints, accounting ---
+    eval_every: int = _f(50, "evaluate every N steps (and at step 0 and the last step)")
+    checkpoint_every: int = _f(50, "checkpoint every N steps (and at the last step)")
+    devices: int = _f(1, "devices in use; gpu_hours = wall-clock hours x devices (1 on CPU)")
+    threads: int = _f(2, "torch CPU threads")
+
+
+CHOICES = {
+    "loss": ("cispo", "dapo", "grpo", "gspo"),
+    "aggregation": ("prompt", "sample", "token"),
+    "adv_norm": ("batch", "prompt", "none"),
+    "generator": ("torch", "vllm"),
+    "mode": ("sync", "pipeline", "ppo-off-policy"),
+    "dtype": ("float32", "bfloat16"),
+}
+IMPLEMENTED = {"generator": ("torch",), "mode": ("sync",)}
+POSITIVE = (
+    "eps_max", "max_lag", "digits", "train_prompts", "val_prompts", "val_samples_per_prompt",
+    "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
+    "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
+    "devices", "threads",
+)  # fmt: skip
+NON_NEGATIVE = (
+    "eps_low", "eps_high", "warmup_sft_steps", "warmup_mix", "lr_warmup_steps", "weight_decay",
+    "grad_clip", "seed",
+)  # fmt: skip
+FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def _type_of(name: str) -> tuple[type, bool]:
+    """(base type, whether None is allowed) from the field's annotation string."""
+    ann = str(FIELDS[name].type)
+    base = {"str": str, "int": int, "float": float, "bool": bool}[ann.split(" |")[0]]
+    return base, "None" in ann
+
+
+def _coerce(name: str, value: Any) -> Any:
+    base, nullable = _type_of(name)
+    if value is None:
+        if nullable:
+            return None
+        raise ConfigError(f"config key {name!r} may not be null")
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
+    if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if base is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if base is str and isinstance(value, str):
+        return value
+    raise ConfigError(
+        f"config key {name!r} must be {base.__name__}{' or null' if nullable else ''}, "
+        f"got {value!r}"
+    )
+
+
+def _unknown(name: str) -> ConfigError:
+    close = difflib.get_close_matches(name, FIELDS, n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return ConfigError(f"unknown config key {name!r}{hint} (see python -m recipe.train --help)")
+
+
+def validate(cfg: Config) -> Config:
+    """Refuse values the trainer cannot run with; returns ``cfg`` unchanged."""
+    for name in FIELDS:
+        _coerce(name, getattr(cfg, name))
+    for name, allowed in CHOICES.items():
+        value = getattr(cfg, name)
+        if value not in allowed:
+            raise ConfigError(
+                f"config key {name!r} = {value!r} is not allowed; choose one of {list(allowed)}"
+            )
+    for name, ready in IMPLEMENTED.items():
+        if getattr(cfg, name) not in ready:
+            raise ConfigError(
+                f"config key {name!r} = {getattr(cfg, name)!r}: not implemented yet: part 2 "
+                f"(available now: {list(ready)})"
+            )
+    for name in POSITIVE:
+        if getattr(cfg, name) <= 0:
+            raise ConfigError(f"config key {name!r} must be > 0, got {getattr(cfg, name)!r}")
+    for name in NON_NEGATIVE:
+        value = getattr(cfg, name)
+        if value is not None and value < 0:
+            raise ConfigError(f"config key {name!r} must be >= 0, got {value!r}")
+    if cfg.positive_threshold is not None and not 0 < cfg.positive_threshold <= 1:
+        raise ConfigError(
+            f"config key 'positive_threshold' must be in (0, 1] or null (off), "
+            f"got {cfg.positive_threshold!r}"
+        )
+    if cfg.warmup_mix > 1:
+        raise ConfigError(f"config key 'warmup_mix' must be in [0, 1], got {cfg.warmup_mix!r}")
+    if cfg.hidden % cfg.heads:
+        raise ConfigError(f"config key 'hidden' ({cfg.hidden}) must be divisible by 'heads'")
+    if cfg.max_new_tokens < cfg.digits + 2:
+        raise ConfigError(
+            f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"
+            f"-digit answer plus EOS; use at least {cfg.digits + 2}"
+        )
+    return cfg
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"key=value"`` -> (key, value parsed as YAML, so 0.5, true, null work)."""
+    if "=" not in text:
+        raise ConfigError(f"--set expects key=value, got {text!r}")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if key not in FIELDS:
+        raise _unknown(key)
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"--set {key}: cannot parse {raw!r} ({err})") from None
+    return key, value
+
+
+def from_dict(values: dict[str, Any]) -> Config:
+    """Build and validate a config from plain values; unknown keys are refused."""
+    cfg = Config()
+    for key, value in values.items():
+        if key not in FIELDS:
+            raise _unknown(key)
+        setattr(cfg, key, _coerce(key, value))
+    return validate(cfg)
+
+
+def load(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Config from a YAML file (or the defaults when ``path`` is None) plus ``key=value`` items."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        text = Path(path).read_text()
+        loaded = yaml.safe_load(text) or {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: expected a mapping of config keys, got {type(loaded)}")
+        values.update(loaded)
+    for item in overrides:
+        key, value = parse_override(item)
+        values[key] = value
+    return from_dict(values)
+
+
+def to_yaml(cfg: Config) -> str:
+    """The resolved config as YAML (every key, in declaration order)."""
+    return yaml.safe_dump(dataclasses.asdict(cfg), sort_keys=False)

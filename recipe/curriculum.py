@@ -1,0 +1,89 @@
+"""The training prompt pool: epoch-wise shuffled sampling and no-positive-resampling.
+
+After each step the pool records every prompt's pass rate at that appearance (the mean reward of
+its completions); a prompt whose pass rate reaches ``positive_threshold`` (ScaleRL: 0.9) is retired
+and never appears in a later epoch. ``positive_threshold=None`` switches this off. The paper calls
+it the "historical" pass rate without saying over which window; we use the latest appearance.
+Each epoch visits the non-retired prompts in an order fixed by (seed, epoch), so the pool's whole
+state is a few integers and two tensors that a checkpoint saves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+
+class PromptPool:
+    """Indices 0..size-1 of the training prompts, sampled without replacement within an epoch.
+
+    Parameters
+    ----------
+    size : int
+        Number of training prompts.
+    seed : int
+        Seed of the per-epoch shuffles.
+    positive_threshold : float or None
+        Retire prompts whose latest pass rate is >= this; None keeps every prompt.
+    """
+
+    def __init__(self, size: int, seed: int, positive_threshold: float | None = 0.9) -> None:
+        self.size = size
+        self.seed = seed
+        self.positive_threshold = positive_threshold
+        self.retired = torch.zeros(size, dtype=torch.bool)
+        self.last_pass_rate = torch.full((size,), float("nan"))
+        self.epoch = 0
+        self.order: list[int] = self._shuffle()
+        self.cursor = 0
+
+    def _shuffle(self) -> list[int]:
+        active = (~self.retired).nonzero().squeeze(1)
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        return active[torch.randperm(len(active), generator=gen)].tolist()
+
+    @property
+    def pool_size(self) -> int:
+        """Prompts still eligible (not retired)."""
+        return int((~self.retired).sum())
+
+    def next_batch(self, n: int) -> list[int]:
+        """The next ``n`` prompt indices; starts a new epoch (reshuffled) when one runs out."""
+        if self.pool_size == 0:
+            raise RuntimeError("every training prompt is retired; lower positive_threshold")
+        batch: list[int] = []
+        while len(batch) < n:
+            if self.cursor >= len(self.order):
+                self.epoch += 1
+                self.order, self.cursor = self._shuffle(), 0
+                if not self.order:
+                    raise RuntimeError("every training prompt is retired")
+            idx = self.order[self.cursor]
+            self.cursor += 1
+            if not self.retired[idx]:
+                batch.append(idx)
+        return batch
+
+    def update(self, indices: Sequence[int], pass_rates: Sequence[float]) -> None:
+        """Record the pass rates of a step's prompts and retire the ones at the threshold."""
+        for i, p in zip(indices, pass_rates, strict=True):
+            self.last_pass_rate[i] = p
+            if self.positive_threshold is not None and p >= self.positive_threshold:
+                self.retired[i] = True
+
+    def state_dict(self) -> dict:
+        return {
+            "retired": self.retired.clone(),
+            "last_pass_rate": self.last_pass_rate.clone(),
+            "epoch": self.epoch,
+            "order": torch.tensor(self.order, dtype=torch.long),
+            "cursor": self.cursor,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.retired = state["retired"].clone()
+        self.last_pass_rate = state["last_pass_rate"].clone()
+        self.epoch = int(state["epoch"])
+        self.order = state["order"].tolist()
+        self.cursor = int(state["cursor"])

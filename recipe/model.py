@@ -1,0 +1,302 @@
+"""The tiny policy: a character tokenizer, a Llama-style model, the FP32 LM head, the warm-up.
+
+The model folder is a normal Hugging Face folder (``config.json``, ``model.safetensors``,
+``tokenizer.json``), so vLLM and ``AutoModelForCausalLM`` load it; :func:`load_policy` also loads
+any real causal-LM checkpoint folder. Nothing is downloaded.
+
+``python -m recipe.model --out DIR`` builds the seeded model and runs the deterministic supervised
+warm-up on carry-free problems (the easier sub-distribution, see :func:`recipe.task.easy_problems`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
+
+from recipe.task import Problem, easy_problems, reward, split_problems
+
+SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
+CHARS = [*"0123456789", "+", "="]
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def build_tokenizer() -> PreTrainedTokenizerFast:
+    """A character-level WordLevel tokenizer (16 ids) that prepends BOS to every text."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL + CHARS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A $B", special_tokens=[("<bos>", vocab["<bos>"])]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<bos>",
+        eos_token="<eos>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+    )
+
+
+def build_model(
+    vocab_size: int, n_layer: int, hidden: int, heads: int, intermediate: int, seed: int
+) -> LlamaForCausalLM:
+    """A freshly initialised Llama-style causal LM (untied head, seeded)."""
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=n_layer,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config)
+
+
+def load_policy(path: str | Path, dtype: str = "float32", fp32_head: bool = True):
+    """Load a Hugging Face causal-LM folder (ours or a real checkpoint) and its tokenizer.
+
+    With ``fp32_head`` the output projection's weights are kept in FP32 even when the body runs
+    in ``dtype``, as the ScaleRL recipe does.
+    """
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
+    if fp32_head:
+        model.get_output_embeddings().float()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer
+
+
+def base_model(model: PreTrainedModel) -> torch.nn.Module:
+    """The transformer body (everything before the LM head)."""
+    return getattr(model, model.base_model_prefix)
+
+
+def _cache_kwarg(model: PreTrainedModel) -> str:
+    # transformers 5 renamed past_key_values to cache; accept both generations of the API.
+    params = inspect.signature(base_model(model).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def body(model: PreTrainedModel, input_ids, attention_mask, position_ids, cache=None):
+    """Run the transformer body; returns (last hidden states, cache)."""
+    kwargs = {_cache_kwarg(model): cache} if cache is not None else {}
+    out = base_model(model)(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        position_ids=position_ids,
+        use_cache=cache is not None,
+        **kwargs,
+    )
+    return out.last_hidden_state
+
+
+def head_logits(model: PreTrainedModel, hidden: torch.Tensor, fp32_head: bool) -> torch.Tensor:
+    """Logits from the LM head; with ``fp32_head`` from FP32 weights and FP32 hidden states.
+
+    Without it the projection runs in the model's dtype (bf16 logits carry about 3 significant
+    digits, which is what corrupts the importance ratio between generator and trainer).
+    """
+    head = model.get_output_embeddings()
+    if fp32_head:
+        bias = None if head.bias is None else head.bias.float()
+        return F.linear(hidden.float(), head.weight.float(), bias)
+    return head(hidden.to(head.weight.dtype))
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float):
+    """Log-probabilities of ``tokens`` and the entropy, at the sampling temperature, in FP32."""
+    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
+    logp = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, entropy
+
+
+def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded id matrix and attention mask (so that every row's last token lines up)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if len(s):
+            ids[i, width - len(s) :] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, width - len(s) :] = 1
+    return ids, mask
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position ids that start at 0 on each row's first real token (left padding skipped)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def completion_logprobs(
+    model: PreTrainedModel,
+    prompts: Sequence[Sequence[int]],
+    completions: Sequence[Sequence[int]],
+    *,
+    fp32_head: bool,
+    temperature: float,
+    pad_id: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Trainer-side log pi(token) for each completion token, with gradients.
+
+    Returns ``(logp, entropy, mask)``, each of shape (batch, longest completion); ``mask`` is 1
+    on real completion tokens.
+    """
+    p_ids, p_mask = left_pad(prompts, pad_id)
+    width = max(1, max(len(c) for c in completions))
+    c_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)
+    c_mask = torch.zeros((len(completions), width), dtype=torch.long)
+    for i, c in enumerate(completions):
+        c_ids[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
+        c_mask[i, : len(c)] = 1
+    ids = torch.cat([p_ids, c_ids], dim=1)
+    mask = torch.cat([p_mask, c_mask], dim=1)
+    hidden = body(model, ids, mask, positions(mask))
+    # the hidden state at position t predicts token t + 1
+    hidden = hidden[:, p_ids.shape[1] - 1 : -1]
+    logits = head_logits(model, hidden, fp32_head)
+    logp, entropy = token_logprobs(logits, c_ids, temperature)
+    return logp, entropy, c_mask.float()
+
+
+def encode(tokenizer, problems: Sequence[Problem]) -> list[list[int]]:
+    """Prompt ids (BOS + characters) for each problem."""
+    return [tokenizer(p.prompt)["input_ids"] for p in problems]
+
+
+def sft_step_loss(model, tokenizer, problems: Sequence[Problem]) -> torch.Tensor:
+    """Teacher-forced cross-entropy on the answer and EOS tokens only."""
+    prompts = encode(tokenizer, problems)
+    targets = [
+        tokenizer(p.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        for p in problems
+    ]
+    logp, _, mask = completion_logprobs(
+        model, prompts, targets, fp32_head=True, temperature=1.0, pad_id=tokenizer.pad_token_id
+    )
+    return -(logp * mask).sum() / mask.sum()
+
+
+def warm_up(
+    out: str | Path,
+    *,
+    digits: int = 3,
+    n_layer: int = 3,
+    hidden: int = 128,
+    heads: int = 4,
+    intermediate: int = 512,
+    steps: int = 400,
+    batch: int = 64,
+    lr: float = 1e-3,
+    mix: float = 0.0,
+    pool: Sequence[Problem] = (),
+    seed: int = 0,
+) -> Path:
+    """Build the seeded tiny model, train it on carry-free problems, save it to ``out``.
+
+    A share ``mix`` of each batch is drawn instead from ``pool`` (the training prompts, full
+    distribution), so that the model has seen carries without mastering them. Deterministic for a
+    given seed and thread count. Returns the folder.
+    """
+    out = Path(out)
+    tokenizer = build_tokenizer()
+    model = build_model(len(tokenizer), n_layer, hidden, heads, intermediate, seed)
+    data = easy_problems(digits, steps * batch, seed + 1)
+    gen = torch.Generator().manual_seed(seed + 3)
+    n_hard = round(mix * batch)
+    if n_hard and not pool:
+        raise ValueError("warm-up mix > 0 needs the training pool to draw full problems from")
+    for i in range(steps if n_hard else 0):
+        picks = torch.randint(0, len(pool), (n_hard,), generator=gen).tolist()
+        data[i * batch : i * batch + n_hard] = [pool[j] for j in picks]
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    model.train()
+    for i in tqdm(range(steps), desc="warm-up", leave=False, disable=None):
+        loss = sft_step_loss(model, tokenizer, data[i * batch : (i + 1) * batch])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    model.eval()
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def greedy_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_tokens: int) -> float:
+    """Greedy exact-match rate (a quick check of a checkpoint; training uses sampling)."""
+    ids = encode(tokenizer, problems)
+    with torch.no_grad():
+        seqs = [list(s) for s in ids]
+        done = [False] * len(seqs)
+        outs: list[list[int]] = [[] for _ in seqs]
+        for _ in range(max_new_tokens):
+            p_ids, p_mask = left_pad(seqs, tokenizer.pad_token_id)
+            h = body(model, p_ids, p_mask, positions(p_mask))[:, -1]
+            nxt = head_logits(model, h, True).argmax(-1).tolist()
+            for i, t in enumerate(nxt):
+                if not done[i]:
+                    outs[i].append(t)
+                    done[i] = t == tokenizer.eos_token_id
+                seqs[i].append(t)
+    hits = 0.0
+    for p, o in zip(problems, outs, strict=True):
+        finished = bool(o) and o[-1] == tokenizer.eos_token_id
+        text = tokenizer.decode(o[:-1] if finished else o)
+        hits += reward(text, p.answer, finished)
+    return hits / len(problems)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m recipe.model",
+        description="Build the tiny Llama policy and run the deterministic supervised warm-up.",
+    )
+    parser.add_argument("--out", required=True, help="folder for the Hugging Face checkpoint")
+    parser.add_argument("--digits", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=400, help="warm-up optimizer steps")
+    parser.add_argument("--mix", type=float, default=0.0, help="share of full problems per batch")
+    parser.add_argument("--train-prompts", type=int, default=20000, help="pool to draw them from")
+    parser.add_argument("--val-prompts", type=int, default=1000, help="held out (never drawn)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    train, val = split_problems(args.digits, args.train_prompts, args.val_prompts, args.seed)
+    out = warm_up(
+        args.out, digits=args.digits, steps=args.steps, mix=args.mix, pool=train, seed=args.seed
+    )
+    model, tok = load_policy(out)
+    easy = easy_problems(args.digits, 500, args.seed + 2)
+    print(
+        f"saved {out}: greedy pass rate {greedy_pass_rate(model, tok, val, args.digits + 2):.3f} "
+        f"(full distribution), {greedy_pass_rate(model, tok, easy, args.digits + 2):.3f} "
+        "(carry-free)"
+    )
+
+
+if __name__ == "__main__":
+    main()

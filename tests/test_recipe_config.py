@@ -1,0 +1,74 @@
+"""Config loading, overrides and refusal of bad values."""
+
+import pytest
+
+from recipe import config as C
+from recipe.config import ConfigError
+
+
+def test_defaults_are_the_scalerl_recipe():
+    cfg = C.load(None)
+    assert (cfg.loss, cfg.aggregation, cfg.adv_norm) == ("cispo", "prompt", "batch")
+    assert cfg.zero_variance_filter and cfg.fp32_head
+    assert cfg.positive_threshold == 0.9
+    assert (cfg.generator, cfg.mode, cfg.max_lag) == ("torch", "sync", 8)
+
+
+def test_yaml_and_overrides(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("loss: dapo\nsteps: 7\npositive_threshold: 0.8\n")
+    cfg = C.load(path, ["steps=9", "positive_threshold=null", "fp32_head=false", "eps_max=5"])
+    assert (cfg.loss, cfg.steps, cfg.positive_threshold, cfg.fp32_head) == ("dapo", 9, None, False)
+    assert cfg.eps_max == 5.0 and isinstance(cfg.eps_max, float)
+
+
+def test_yaml_round_trip(tmp_path):
+    cfg = C.load(None, ["loss=gspo", "init=/some/folder"])
+    path = tmp_path / "resolved.yaml"
+    path.write_text(C.to_yaml(cfg))
+    assert C.load(path) == cfg
+
+
+@pytest.mark.parametrize(
+    ("item", "words"),
+    [
+        ("loss=ppo", ["'loss'", "'cispo'", "'gspo'"]),
+        ("aggregation=batch", ["'aggregation'", "'prompt'", "'token'"]),
+        ("adv_norm=std", ["'adv_norm'", "'batch'", "'none'"]),
+        ("mode=async", ["'mode'", "'pipeline'"]),
+        ("generator=hf", ["'generator'", "'vllm'"]),
+        ("steps=0", ["'steps'", "> 0"]),
+        ("lr=-1", ["'lr'"]),
+        ("positive_threshold=1.5", ["'positive_threshold'", "null"]),
+        ("zero_variance_filter=yes please", ["'zero_variance_filter'", "true or false"]),
+        ("steps=1.5", ["'steps'", "int"]),
+        ("seed=null", ["'seed'", "null"]),
+        ("max_new_tokens=3", ["'max_new_tokens'", "5"]),
+    ],
+)
+def test_bad_values_name_key_and_allowed(item, words):
+    with pytest.raises(ConfigError) as err:
+        C.load(None, [item])
+    for w in words:
+        assert w in str(err.value)
+
+
+@pytest.mark.parametrize("item", ["mode=pipeline", "mode=ppo-off-policy", "generator=vllm"])
+def test_part_two_values_refused_clearly(item):
+    with pytest.raises(ConfigError, match="not implemented yet: part 2"):
+        C.load(None, [item])
+
+
+def test_unknown_keys_suggest(tmp_path):
+    with pytest.raises(ConfigError, match="did you mean eps_max"):
+        C.load(None, ["eps_mx=3"])
+    path = tmp_path / "c.yaml"
+    path.write_text("agregation: token\n")
+    with pytest.raises(ConfigError, match="aggregation"):
+        C.load(path)
+    with pytest.raises(ConfigError, match="key=value"):
+        C.load(None, ["loss"])
+
+
+def test_config_error_is_value_error():
+    assert issubclass(ConfigError, ValueError)

@@ -1,0 +1,44 @@
+"""The prompt pool: epochs, no-positive-resampling, checkpointable state."""
+
+from recipe.curriculum import PromptPool
+
+
+def test_each_epoch_visits_every_prompt_once():
+    pool = PromptPool(10, seed=0, positive_threshold=None)
+    draws = pool.next_batch(4) + pool.next_batch(4) + pool.next_batch(4)
+    assert sorted(draws[:10]) == list(range(10))
+    assert pool.epoch == 1
+
+
+def test_prompts_at_threshold_leave_for_good():
+    pool = PromptPool(6, seed=1, positive_threshold=0.9)
+    first = pool.next_batch(6)
+    pool.update(first[:2], [0.9, 1.0])  # reaches the threshold: retired
+    pool.update(first[2:], [0.875, 0.5, 0.0, 0.2])  # below: kept
+    assert pool.pool_size == 4
+    later = pool.next_batch(4) + pool.next_batch(4) + pool.next_batch(4)
+    assert set(later) == set(first[2:])
+    # a retired prompt stays retired even if a later update were lower
+    pool.update(first[:1], [0.0])
+    assert pool.pool_size == 4
+
+
+def test_threshold_off_keeps_everything():
+    pool = PromptPool(4, seed=0, positive_threshold=None)
+    pool.update([0, 1, 2, 3], [1.0] * 4)
+    assert pool.pool_size == 4
+    assert sorted(pool.next_batch(4)) == [0, 1, 2, 3]
+
+
+def test_state_round_trip_continues_identically():
+    a = PromptPool(50, seed=3, positive_threshold=0.9)
+    a.next_batch(7)
+    a.update([1, 2], [1.0, 0.3])
+    b = PromptPool(50, seed=3, positive_threshold=0.9)
+    b.load_state_dict(a.state_dict())
+    assert [a.next_batch(9) for _ in range(8)] == [b.next_batch(9) for _ in range(8)]
+
+
+def test_different_epochs_shuffle_differently():
+    pool = PromptPool(30, seed=0, positive_threshold=None)
+    assert pool.next_batch(30) != pool.next_batch(30)

@@ -1,0 +1,160 @@
+"""The training loop end to end: smoke config, log format, resume, NaN safety, CLI."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from recipe import config as C
+from recipe import train as T
+from recipe.config import ConfigError
+from recipe.model import warm_up
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "recipe" / "configs" / "smoke.yaml"
+
+
+def read_log(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def init_dir(tmp_path_factory):
+    torch.set_num_threads(1)
+    return warm_up(tmp_path_factory.mktemp("init"), steps=30, seed=0)
+
+
+def tiny_cfg(init, **extra):
+    values = {
+        "init": str(init), "train_prompts": 300, "val_prompts": 16, "val_samples_per_prompt": 2,
+        "steps": 6, "prompts_per_step": 4, "generations": 4, "eval_every": 3,
+        "checkpoint_every": 2, "threads": 1, "zero_variance_filter": False,
+    }  # fmt: skip
+    values.update(extra)
+    return C.from_dict(values)
+
+
+def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe.train", "--config", str(SMOKE), "--out", str(out),
+         "--set", "threads=1"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cfg = C.load(SMOKE)
+    assert C.load(out / "config.yaml") == C.load(SMOKE, ["threads=1"])
+    rows = read_log(out / "log.jsonl")
+    train = [r for r in rows if r["kind"] == "train"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert [r["step"] for r in train] == list(range(1, cfg.steps + 1))
+    assert [r["step"] for r in evals] == [0, 6, 12]
+    hours = [r["gpu_hours"] for r in rows]
+    assert hours == sorted(hours) and hours[0] == 0 and hours[-1] > 0
+    for r in train:
+        assert r["samples"] == 64 and r["tokens"] >= 64
+        assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600)
+        assert 0 <= r["train_reward"] <= 1 and 0 <= r["truncation_fraction"] <= 1
+        assert 0 <= r["prompts_filtered"] <= 8 and r["pool_size"] <= 2000
+        assert r["skipped_update"] is False
+        assert r["entropy"] >= 0
+    for r in evals:
+        assert 0 <= r["val_pass_rate"] <= 1
+        assert (r["val_prompts"], r["val_samples_per_prompt"]) == (64, 2)
+    assert (out / "final" / "model.safetensors").exists()
+    assert (out / "init" / "tokenizer.json").exists()
+
+
+def _compare(a, b):
+    """Same rows except the timing fields."""
+    timing = {"gpu_hours", "wall_seconds"}
+    assert [{k: v for k, v in r.items() if k not in timing} for r in a] == [
+        {k: v for k, v in r.items() if k not in timing} for r in b
+    ]
+
+
+def test_killed_run_resumes_without_lost_or_duplicated_rows(tmp_path, init_dir):
+    cfg = tiny_cfg(init_dir)
+    T.run(cfg, tmp_path / "straight")
+    T.run(cfg, tmp_path / "killed", stop_after=3)  # checkpoint at step 2, rows up to 3
+    before = read_log(tmp_path / "killed" / "log.jsonl")
+    assert max(r["step"] for r in before) == 3
+    ckpt = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)
+    assert ckpt["step"] == 2
+
+    T.run(cfg, tmp_path / "killed", resume=True)
+    rows = read_log(tmp_path / "killed" / "log.jsonl")
+    keys = [(r["kind"], r["step"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert [s for k, s in keys if k == "train"] == [1, 2, 3, 4, 5, 6]
+    assert [s for k, s in keys if k == "eval"] == [0, 3, 6]
+    # the compute counter continues from the checkpoint: monotone, rows up to step 2 unchanged
+    hours = [r["gpu_hours"] for r in rows]
+    assert hours == sorted(hours)
+    assert rows[:3] == before[:3]
+    # and the resumed run is the run that was never killed (same samples, same updates)
+    _compare(rows, read_log(tmp_path / "straight" / "log.jsonl"))
+
+
+def test_resume_drops_a_torn_last_line(tmp_path, init_dir):
+    cfg = tiny_cfg(init_dir, steps=4)
+    T.run(cfg, tmp_path, stop_after=2)
+    with open(tmp_path / "log.jsonl", "a") as f:
+        f.write('{"kind": "train", "step": 3, "gpu_ho')  # killed mid-write
+    T.run(cfg, tmp_path, resume=True)
+    rows = read_log(tmp_path / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4]
+
+
+def test_nan_loss_skips_the_update(tmp_path, init_dir, monkeypatch):
+    real = T.policy_loss
+
+    def poisoned(*args, **kwargs):
+        loss, diag = real(*args, **kwargs)
+        return loss * float("nan"), diag
+
+    monkeypatch.setattr(T, "policy_loss", poisoned)
+    T.run(tiny_cfg(init_dir, steps=3, checkpoint_every=3), tmp_path)
+    train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    assert [r["skipped_update"] for r in train] == [True, True, True]
+    assert all(r["loss"] is None for r in train)
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    from safetensors.torch import load_file
+
+    init = load_file(init_dir / "model.safetensors")
+    for name, value in state["model"].items():
+        assert torch.equal(value, init[name]), name
+    assert state["optimizer"]["state"] == {}  # AdamW's moments never saw a NaN either
+
+
+def test_existing_log_needs_resume(tmp_path, init_dir):
+    cfg = tiny_cfg(init_dir, steps=1)
+    T.run(cfg, tmp_path)
+    with pytest.raises(ConfigError, match="--resume"):
+        T.run(cfg, tmp_path)
+
+
+def test_resume_refuses_a_changed_recipe(tmp_path, init_dir):
+    cfg = tiny_cfg(init_dir, steps=2)
+    T.run(cfg, tmp_path)
+    args = T.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "loss=dapo"])
+    with pytest.raises(ConfigError, match="loss"):
+        T.resolve_config(args)
+    args = T.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "steps=4"])
+    assert T.resolve_config(args).steps == 4
+
+
+def test_help_documents_every_switch():
+    text = T.build_parser().format_help()
+    for name in C.FIELDS:
+        assert name in text
+    for flag in ("--config", "--out", "--set", "--resume", "--stop-after"):
+        assert flag in text
+
+
+def test_bad_config_exits_with_the_key(tmp_path):
+    with pytest.raises(SystemExit, match="'aggregation'"):
+        T.main(["--out", str(tmp_path), "--set", "aggregation=median"])
