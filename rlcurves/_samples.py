@@ -32,6 +32,7 @@ def parameter_samples(
     method: SampleMethod = "bootstrap",
     seed: int | None = 0,
     kind: str = "calibrated",
+    level: float = 0.9,
 ) -> pd.DataFrame:
     """``n`` draws of the fit's parameters, a DataFrame with columns ``A, B, C_mid, R0``.
 
@@ -44,24 +45,38 @@ def parameter_samples(
     method : {"bootstrap", "normal"}
         "bootstrap": refits on resamples (``kind`` selects the scheme; the default,
         "calibrated", is the one :func:`rlcurves.forecast.forecast` uses, so intervals here and
-        there agree: its spread inflation is applied to the draws, in log scale for B and
-        C_mid so they stay positive). "normal": the asymptotic
+        there agree: its spread inflation at ``level`` is applied to the draws, in log scale
+        for B and C_mid so they stay positive). "normal": the asymptotic
         normal approximation (fast, symmetric in log B and log C_mid; poor when a parameter is
         weakly identified).
     seed : int, optional
         Random seed (draws are reproducible with a seed).
     kind : str
         Bootstrap scheme, see :func:`rlcurves.bootstrap.bootstrap`.
+    level : float
+        The interval level the draws will serve: the calibrated kind's inflation may depend on
+        it. One factor for all draws keeps the joint shape of the parameters (the bootstrap's
+        own rank-wise inflation is per parameter).
     """
     if method == "bootstrap":
         from .bootstrap import bootstrap
 
         result = bootstrap(fit, n, kind=kind, seed=seed, progress=False)
         draws = result.samples[list(PARAM_NAMES)].reset_index(drop=True)
-        return inflate(draws, fit.params, getattr(result, "inflation", 1.0))
+        return inflate(
+            draws, fit.params, inflation_factor(getattr(result, "inflation", 1.0), level)
+        )
     if method == "normal":
         return normal_samples(fit, n, seed=seed)
     raise RLCurvesError(f"unknown sampling method {method!r}; choose one of {list(SAMPLE_METHODS)}")
+
+
+def inflation_factor(inflation: float | dict, level: float) -> float:
+    """The bootstrap's spread inflation at ``level`` (a number, or a dict by level: linear)."""
+    if not isinstance(inflation, dict):
+        return float(inflation)
+    levels = np.array(sorted(inflation))
+    return float(np.interp(level, levels, [inflation[k] for k in levels]))
 
 
 def inflate(draws: pd.DataFrame, estimate: dict, factor: float) -> pd.DataFrame:
@@ -99,7 +114,8 @@ def normal_samples(fit: SigmoidFit, n: int, *, seed: int | None = 0) -> pd.DataF
         # free, so draw the others from their normal conditional on A at its value.
         rest = [j for j, p in enumerate(names) if p != "A"]
         a = names.index("A")
-        gain = cov_log[np.ix_(rest, [a])] / cov_log[a, a]
+        var_a = cov_log[a, a]
+        gain = cov_log[np.ix_(rest, [a])] / var_a if var_a > 0 else np.zeros((len(rest), 1))
         cond = cov_log[np.ix_(rest, rest)] - gain @ cov_log[np.ix_([a], rest)]
         cov_log = np.zeros_like(cov_log)
         cov_log[np.ix_(rest, rest)] = cond

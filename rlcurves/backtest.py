@@ -202,7 +202,7 @@ def backtest(
             progress=False,
             **_n(method, n_samples),
         )
-        draws = parameter_samples(fit, n_samples, seed=seed)
+        draws = parameter_samples(fit, n_samples, seed=seed, level=level)
         a_lo, a_hi = np.quantile(draws["A"], [q_lo, q_hi])
         row.update(
             n_points=fit.n,

@@ -479,7 +479,7 @@ def compare(
         else:
             fits[name] = item
             samples[name] = parameter_samples(
-                item, n_samples, method=method, seed=variant_seed(seed, i)
+                item, n_samples, method=method, seed=variant_seed(seed, i), level=level
             )
     if within is None:
         # from where every variant's fit window has begun (a crossing before that is a backward
