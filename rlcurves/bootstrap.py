@@ -42,13 +42,44 @@ if TYPE_CHECKING:
 Kind = Literal["calibrated", "residual", "wild", "block", "ar1", "pairs", "run"]
 KINDS = ("calibrated", "residual", "wild", "block", "ar1", "pairs", "run")
 
-# Spread inflation of the "calibrated" kind: the AR(1) bootstrap's deviations from the estimate
-# are multiplied by this factor. One run's residuals understate slow run-level drift (its lag-1
-# autocorrelation from ~30 residuals is biased low even after correction), so the raw AR(1) bands
-# under-cover. The factor was fitted on one set of simulated runs (the paper's parameter sets,
-# binomial evaluation noise plus AR(1) drift, fit on half the budget) to make the 90% forecast
-# interval cover 90%, and validated on fresh simulations: see benchmarks/calibration.py.
-CALIBRATED_INFLATION = 1.0
+# Spread inflation of the "calibrated" kind, by interval level: the AR(1) bootstrap's deviations
+# from the estimate are scaled so that its level-l interval is widened by the factor for l (see
+# :func:`inflate`). One run's residuals understate slow run-level drift (a lag-1 autocorrelation
+# from ~30 residuals is biased low even after correction, and a single AR(1) misses the long memory
+# of drift under white evaluation noise), so the raw AR(1) bands under-cover. The factors were
+# fitted on one set of simulated runs (the paper's parameter sets, binomial evaluation noise plus
+# AR(1) drift, fit on half the budget, forecast at the full budget) so that each level's interval
+# covers the truth at that level, and validated on fresh simulations with other seeds and other
+# drift levels: see benchmarks/calibration.py (``--calibrate`` refits them).
+# fitted by `python -m benchmarks.calibration --calibrate --runs 200 --boot 300` (seed 1)
+CALIBRATED_INFLATION: dict[float, float] = {0.5: 1.49, 0.8: 1.42, 0.9: 1.29, 0.95: 1.49}
+
+
+def inflation_at(level: float | np.ndarray, inflation: float | dict[float, float]) -> np.ndarray:
+    """The inflation factor for central interval ``level`` (linear between calibrated levels)."""
+    if not isinstance(inflation, dict):
+        return np.full(np.shape(level), float(inflation))
+    levels = np.array(sorted(inflation))
+    factors = np.array([inflation[k] for k in levels])
+    return np.interp(level, levels, factors)
+
+
+def inflate(values: np.ndarray, center, inflation: float | dict[float, float], bounds=None):
+    """Scale sampled deviations from ``center`` so that every central interval is inflated.
+
+    A draw whose rank puts it on the edge of the central interval of level ``l`` (rank
+    ``(1 +- l) / 2``) has its deviation from ``center`` scaled by the factor for ``l``; the
+    percentile interval at ``l`` of the result is then the original one widened by that factor
+    around ``center``. Works column by column on ``(n_samples, ...)`` arrays.
+    """
+    values = np.asarray(values, dtype=float)
+    if not isinstance(inflation, dict) and inflation == 1.0:
+        return values
+    n = values.shape[0]
+    ranks = np.argsort(np.argsort(values, axis=0), axis=0)
+    level = np.abs(2.0 * (ranks + 0.5) / n - 1.0)
+    out = center + inflation_at(level, inflation) * (values - center)
+    return out if bounds is None else np.clip(out, *bounds)
 
 
 @dataclass(eq=False)
@@ -58,7 +89,9 @@ class BootstrapResult:
     Attributes
     ----------
     samples : pandas.DataFrame
-        One row per resample, columns ``A, B, C_mid, R0`` (R0 constant when it was fixed).
+        One row per resample, columns ``A, B, C_mid, R0`` (R0 constant when it was fixed): the
+        raw refits, also for the calibrated kind, whose inflation :meth:`ci` and :meth:`curves`
+        apply.
     estimate : dict
         The original fit's parameters.
     kind : str
@@ -83,7 +116,7 @@ class BootstrapResult:
     block_length: int | None = None
     rho: float | None = None
     seed: int | None = None
-    inflation: float = 1.0
+    inflation: float | dict[float, float] = 1.0
     info: dict = field(default_factory=dict)
 
     @property
@@ -95,7 +128,7 @@ class BootstrapResult:
         return int((~self.converged).sum())
 
     def ci(self, level: float = 0.9) -> pd.DataFrame:
-        """Percentile intervals of every parameter.
+        """Percentile intervals of every parameter (calibrated kind: inflated, see :func:`inflate`).
 
         Returns
         -------
@@ -105,10 +138,8 @@ class BootstrapResult:
         lo_q, hi_q = _tails(level)
         rows = []
         for name in PARAM_NAMES:
-            values = self.samples[name].to_numpy()
-            lo, hi = self.estimate[name] + self.inflation * (
-                np.quantile(values, [lo_q, hi_q]) - self.estimate[name]
-            )
+            values = inflate(self.samples[name].to_numpy(), self.estimate[name], self.inflation)
+            lo, hi = np.quantile(values, [lo_q, hi_q])
             rows.append(
                 {"parameter": name, "estimate": self.estimate[name], "lower": lo, "upper": hi}
             )
@@ -117,8 +148,8 @@ class BootstrapResult:
     def curves(self, compute: ArrayLike) -> np.ndarray:
         """The curve of every resample at ``compute``: shape ``(n_samples, len(compute))``.
 
-        With an ``inflation`` other than 1 (the calibrated kind) each curve's deviation from the
-        fitted curve is scaled by it, and the result kept inside the metric's range.
+        For the calibrated kind each curve's deviation from the fitted curve is inflated (see
+        :func:`inflate`; ``samples`` keeps the raw refits), and kept inside the metric's range.
         """
         c = np.atleast_1d(np.asarray(compute, dtype=float))
         s = self.samples
@@ -127,7 +158,7 @@ class BootstrapResult:
         if self.inflation != 1.0:
             e = self.estimate
             center = sigmoid_curve(c, e["A"], e["B"], e["C_mid"], e["R0"])[None, :]
-            curves = np.clip(center + self.inflation * (curves - center), *self.bounds)
+            curves = inflate(curves, center, self.inflation, self.bounds)
         return curves
 
     def curve_band(self, curves: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
@@ -229,33 +260,72 @@ def politis_white_block_length(residuals: np.ndarray) -> int:
     return int(np.clip(round(b), 1, max(1, min(3 * math.sqrt(n), n / 3))))
 
 
-def ar1_params(residuals: np.ndarray, n_params: int) -> tuple[float, float]:
+def ar1_params(
+    residuals: np.ndarray, n_params: int, starts: np.ndarray | None = None
+) -> tuple[float, float]:
     """Residual sd and a bias-corrected lag-1 autocorrelation of ordered residuals.
 
     The least-squares estimate of an AR(1) coefficient from n points is biased low by about
     ``(1 + 3 rho) / n`` (Kendall 1954); the fit's own parameters absorb part of a slow drift, which
-    biases it further, so the correction uses the residual degrees of freedom.
+    biases it further, so the correction uses the residual degrees of freedom. ``starts`` marks
+    where a new run begins when the residuals hold several runs: lags never cross runs, and the
+    correction uses the length of one run.
     """
     e = residuals - residuals.mean()
     n = e.size
+    if starts is None:
+        starts = np.zeros(n, dtype=bool)
+        starts[0] = True
+    n_runs = max(int(starts.sum()), 1)
     denom = np.dot(e, e)
-    rho = float(np.dot(e[:-1], e[1:]) / denom) if denom > 0 else 0.0
-    dof = max(n - n_params, 2)
-    rho = rho + (1.0 + 3.0 * rho) / dof
+    lagged = ~starts[1:]
+    rho = float(np.dot(e[:-1][lagged], e[1:][lagged]) / denom) if denom > 0 else 0.0
+    dof_per_run = max((n - n_params) / n_runs, 2.0)
+    rho = rho + (1.0 + 3.0 * rho) / dof_per_run
     rho = float(np.clip(rho, 0.0, 0.98))
-    sd = math.sqrt(denom / dof)
+    sd = math.sqrt(denom / max(n - n_params, 2))
     return sd, rho
 
 
-def ar1_noise(rng: np.random.Generator, k: int, n: int, sd: float, rho: float) -> np.ndarray:
-    """``k`` stationary AR(1) series of length ``n`` with marginal sd ``sd``."""
+def ar1_noise(
+    rng: np.random.Generator, k: int, n: int, sd: float, rho: float, starts=None
+) -> np.ndarray:
+    """``k`` stationary AR(1) series of length ``n`` with marginal sd ``sd``.
+
+    ``starts`` (bool, length n) restarts the series at the first point of every run.
+    """
     z = rng.standard_normal((k, n))
     out = np.empty((k, n))
     out[:, 0] = z[:, 0]
     innovation = math.sqrt(1.0 - rho * rho)
     for t in range(1, n):
-        out[:, t] = rho * out[:, t - 1] + innovation * z[:, t]
+        if starts is not None and starts[t]:
+            out[:, t] = z[:, t]
+        else:
+            out[:, t] = rho * out[:, t - 1] + innovation * z[:, t]
     return out * sd
+
+
+def _run_starts(labels: np.ndarray | None, n: int) -> np.ndarray:
+    starts = np.zeros(n, dtype=bool)
+    starts[0] = True
+    if labels is not None and n > 1:
+        starts[1:] = labels[1:] != labels[:-1]
+    return starts
+
+
+def _residuals_with_early(fit: SigmoidFit, runs) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted residuals of the early points and the window, ordered by run then compute."""
+    c = fit.compute
+    upper = fit.fit_compute.max()
+    keep = (c > 0) & (c <= upper) & (fit.window | (c < fit.fit_compute.min()))
+    labels = np.zeros(c.size, dtype=int) if runs is None else np.asarray(runs)
+    idx = np.flatnonzero(keep)
+    idx = idx[np.lexsort((c[idx], labels[idx]))]
+    w = np.ones(idx.size) if fit.sigma is None else 1.0 / fit.sigma[idx]
+    p = fit.params
+    res = w * (fit.reward[idx] - sigmoid_curve(c[idx], p["A"], p["B"], p["C_mid"], p["R0"]))
+    return res, _run_starts(labels[idx], idx.size)
 
 
 def _leverage(x, w, A, R0, B, m, free_r0: bool) -> np.ndarray:
@@ -290,8 +360,8 @@ def _resample(kind, rng, k, fitted, wres, w, runs, block_length, rho_sd, lev, do
         idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(k, -1)[:, :n]
         noise = centred[idx] * dof_scale
     else:  # ar1, calibrated
-        sd, rho = rho_sd
-        noise = ar1_noise(rng, k, n, sd, rho)
+        sd, rho, starts = rho_sd
+        noise = ar1_noise(rng, k, n, sd, rho, starts)
     return fitted[None, :] + noise / w[None, :], np.broadcast_to(w, (k, n))
 
 
@@ -303,8 +373,9 @@ def bootstrap(
     seed: int | None = None,
     runs: ArrayLike | None = None,
     block_length: int | None = None,
+    noise_from: Literal["window", "with_early"] = "window",
     guard: Literal["subset", "all", "none"] = "subset",
-    chunk_size: int = 500,
+    chunk_size: int = 1000,
     progress: bool = True,
 ) -> BootstrapResult:
     """Refit ``fit`` on ``n`` bootstrap resamples of its data, all in batched solves.
@@ -323,9 +394,15 @@ def bootstrap(
     seed : int, optional
         Seed of the random generator (results are reproducible with a seed).
     runs : array_like, optional
-        For ``kind="run"``: a run (seed) label for every point of ``fit.compute``.
+        A run (seed) label for every point of ``fit.compute`` when the data pool several runs:
+        needed by ``kind="run"``; with ``ar1``/``calibrated`` the noise model is estimated within
+        each run and simulated per run (the several-seeds use of the data).
     block_length : int, optional
         For ``kind="block"``: override the data-chosen length.
+    noise_from : {"window", "with_early"}
+        For ``ar1``/``calibrated``: estimate the noise model from the fit window's residuals, or
+        also from the early points the window drops (below ``min_compute``; C = 0 excluded), a
+        longer series (but one the curve may describe less well).
     guard : {"subset", "all", "none"}
         Guard against a resample whose optimum lies in another basin than the original one, which
         a warm start would miss. "all" also solves every resample from the solver's grid of starts
@@ -347,7 +424,29 @@ def bootstrap(
         raise RLCurvesError(f"unknown bootstrap kind {kind!r}; choose one of {list(KINDS)}")
     if not isinstance(n, (int, np.integer)) or n < 2:
         raise RLCurvesError(f"n must be an integer >= 2 resamples, got {n!r}")
-    order = np.argsort(fit.fit_compute, kind="stable")
+    run_labels = None
+    if runs is not None:
+        all_runs = np.asarray(runs)
+        if all_runs.shape != fit.compute.shape:
+            raise RLCurvesError(
+                f"runs has shape {all_runs.shape} but the fit holds {fit.compute.size} points; "
+                "pass one label per point of the data given to fit_sigmoid",
+                runs=all_runs.shape,
+            )
+        # by run, then compute: each run is one time series for block/ar1 resampling
+        order = np.lexsort((fit.fit_compute, all_runs[fit.window]))
+        run_labels = all_runs[fit.window][order]
+    else:
+        order = np.argsort(fit.fit_compute, kind="stable")
+    if kind == "run":
+        if runs is None:
+            raise RLCurvesError(
+                "kind='run' needs runs=: a run (seed) label for every point of the fit's data"
+            )
+        if np.unique(run_labels).size < 2:
+            raise RLCurvesError("kind='run' needs at least 2 distinct runs in the fit window")
+    if noise_from not in ("window", "with_early"):
+        raise RLCurvesError(f"noise_from must be 'window' or 'with_early', got {noise_from!r}")
     c = fit.fit_compute[order]
     y = fit.fit_reward[order]
     w = np.ones(c.size) if fit.sigma is None else 1.0 / fit.fit_sigma[order]
@@ -358,34 +457,24 @@ def bootstrap(
     n_free = len(fit.free_params)
     dof_scale = math.sqrt(c.size / max(c.size - n_free, 1))
     info: dict = {}
-    run_labels = None
-    if kind == "run":
-        if runs is None:
-            raise RLCurvesError(
-                "kind='run' needs runs=: a run (seed) label for every point of the fit's data"
-            )
-        run_labels = np.asarray(runs)
-        if run_labels.shape != fit.compute.shape:
-            raise RLCurvesError(
-                f"runs has shape {run_labels.shape} but the fit holds {fit.compute.size} points; "
-                "pass one label per point of the data given to fit_sigmoid",
-                runs=run_labels.shape,
-            )
-        run_labels = run_labels[fit.window][order]
-        if np.unique(run_labels).size < 2:
-            raise RLCurvesError("kind='run' needs at least 2 distinct runs in the fit window")
     if kind == "block":
         if block_length is None:
             block_length = politis_white_block_length(wres)
         block_length = int(np.clip(block_length, 1, c.size))
         info["block_length"] = block_length
     rho_sd = None
-    inflation = 1.0
+    inflation: float | dict[float, float] = 1.0
     if kind == "calibrated":
-        inflation = CALIBRATED_INFLATION
+        inflation = dict(CALIBRATED_INFLATION)
     if kind in ("ar1", "calibrated"):
-        rho_sd = ar1_params(wres, n_free)
-        info["rho"] = rho_sd[1]
+        starts = _run_starts(run_labels, c.size)
+        if noise_from == "with_early":
+            series, series_starts = _residuals_with_early(fit, runs)
+        else:
+            series, series_starts = wres, starts
+        sd, rho = ar1_params(series, n_free, series_starts)
+        rho_sd = (sd, rho, starts)
+        info["rho"] = rho
     lev = (
         _leverage(x, w, p["A"], p["R0"], p["B"], math.log(p["C_mid"]), fit.r0_fixed is None)
         if kind == "wild"
