@@ -110,6 +110,14 @@ def _forecast_lines(fc, observed: dict[float, float] | None = None) -> list[str]
     return lines
 
 
+def _seed_runs(df: pd.DataFrame, method: str) -> dict:
+    """Several runs (seeds) in one file: the pooled fit's intervals resample whole runs."""
+    if method == "bootstrap" and "run" in df.columns and df["run"].nunique() > 1:
+        print(f"{df['run'].nunique()} runs pooled; intervals resample whole runs", file=sys.stderr)
+        return {"kind": "run", "runs": df["run"].to_numpy()}
+    return {}
+
+
 def cmd_forecast(args: argparse.Namespace) -> int:
     from .forecast import forecast
 
@@ -122,6 +130,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
         method=args.forecast_method,
         seed=args.seed,
         progress=False,
+        **_seed_runs(df, args.forecast_method),
     )
     if args.json:
         out = {"fit": fit.to_dict(), "forecast": fc.to_frame().to_dict(orient="records")}

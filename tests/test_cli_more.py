@@ -116,3 +116,35 @@ def test_demo_forecasts_from_half_the_budget(tmp_path, capsys):
     assert "first half of the budget" in out and "8,000 of 16,000" in out
     assert "[[Forecast]]" in out and "observed" in out and "[[Compute to target]]" in out
     assert (tmp_path / "simulated_scalerl_8b_fit.png").stat().st_size > 10_000
+
+
+def test_forecast_pools_seeds_with_run_level_intervals(tmp_path, capsys):
+    path = _csv(tmp_path, "seeds", runs={"s0": 0.59, "s1": 0.61, "s2": 0.63})
+    argv = ["forecast", str(path), *IO, "--run", "variant", "--min-compute", "1500"]
+    assert main([*argv, "--at", "16000", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "3 runs pooled" in captured.err
+    (row,) = json.loads(captured.out)["forecast"]
+    # the seeds' ceilings spread over 0.59-0.63: a run-level interval is several points wide,
+    # far wider than the ~0.005 a pooled residual bootstrap of 120 points would give
+    assert row["upper"] - row["lower"] > 0.015
+    assert row["lower"] <= 0.61 <= row["upper"]
+
+
+def test_demo_compares_several_examples(tmp_path, capsys, monkeypatch):
+    import rlcurves.datasets as datasets
+
+    real = datasets.load_example
+
+    def load(name):
+        df = real("simulated_scalerl_8b")
+        if name == "other":
+            df = df.assign(reward=df["reward"] - 0.05)
+        return df
+
+    monkeypatch.setattr(datasets, "list_examples", lambda: ["simulated_scalerl_8b", "other"])
+    monkeypatch.setattr(datasets, "load_example", load)
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "[[Comparison]] baseline simulated_scalerl_8b" in out
+    assert "other: A 0.5" in out and "lower ceiling" in out
