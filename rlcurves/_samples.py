@@ -79,8 +79,11 @@ def inflation_factor(inflation: float | dict, level: float) -> float:
     return float(np.interp(level, levels, [inflation[k] for k in levels]))
 
 
-def inflate(draws: pd.DataFrame, estimate: dict, factor: float) -> pd.DataFrame:
-    """Scale every draw's deviation from ``estimate`` by ``factor`` (log scale for B, C_mid)."""
+def inflate(draws: pd.DataFrame, estimate: dict, factor: float, bounds=None) -> pd.DataFrame:
+    """Scale every draw's deviation from ``estimate`` by ``factor`` (log scale for B, C_mid).
+
+    A and R0 are then clipped to the fit's box ``bounds`` (a pass rate stays in [0, 1]).
+    """
     if factor == 1.0:
         return draws
     out = draws.copy()
@@ -90,6 +93,9 @@ def inflate(draws: pd.DataFrame, estimate: dict, factor: float) -> pd.DataFrame:
             out[p] = np.exp(center + factor * (np.log(draws[p]) - center))
         else:
             out[p] = estimate[p] + factor * (draws[p] - estimate[p])
+    if bounds is not None:
+        out["A"] = out["A"].clip(*bounds.A)
+        out["R0"] = out["R0"].clip(*bounds.R0)
     return out
 
 
