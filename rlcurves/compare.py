@@ -415,6 +415,12 @@ class Comparison:
 
         return plot_comparison(self, ax=ax, **kwargs)
 
+    def plot_loglog(self, ax=None, **kwargs: Any):
+        """The log-log efficiency view (see :func:`rlcurves.plot.plot_loglog`)."""
+        from .plot import plot_loglog
+
+        return plot_loglog(self, ax=ax, **kwargs)
+
 
 def compare(
     curves: Mapping[str, Any],

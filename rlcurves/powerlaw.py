@@ -350,6 +350,12 @@ class ModelComparison:
     def __str__(self) -> str:
         return self.summary()
 
+    def plot(self, ax=None, **kwargs: Any):
+        """See :func:`rlcurves.plot.plot_models`."""
+        from .plot import plot_models
+
+        return plot_models(self, ax=ax, **kwargs)
+
 
 def compare_models(
     compute: ArrayLike | str,

@@ -139,6 +139,12 @@ class RunsFit:
     def __str__(self) -> str:
         return self.summary()
 
+    def plot(self, ax=None, **kwargs):
+        """See :func:`rlcurves.plot.plot_runs`."""
+        from .plot import plot_runs
+
+        return plot_runs(self, ax=ax, **kwargs)
+
     def __repr__(self) -> str:
         p = self.pooled.params
         return (

@@ -141,3 +141,11 @@ def test_plot_models_and_runs(tmp_path):
     assert P.plot_runs(rf, ax=ax) is fig
     assert len(ax.lines) == 4  # three runs and the pooled curve
     _check(fig, ax, tmp_path, "runs")
+
+
+def test_result_plot_methods(comparison):
+    fig, ax = _own_axes()
+    assert comparison.plot(ax=ax) is fig
+    fig2, ax2 = _own_axes()
+    assert comparison.plot_loglog(ax=ax2, shared=False) is fig2
+    assert len(ax2.lines) == 3 and "shared" not in ax2.get_title()
