@@ -67,18 +67,39 @@ def inflation_at(level: float | np.ndarray, inflation: float | dict[float, float
 def inflate(values: np.ndarray, center, inflation: float | dict[float, float], bounds=None):
     """Scale sampled deviations from ``center`` so that every central interval is inflated.
 
-    A draw whose rank puts it on the edge of the central interval of level ``l`` (rank
-    ``(1 +- l) / 2``) has its deviation from ``center`` scaled by the factor for ``l``; the
-    percentile interval at ``l`` of the result is then the original one widened by that factor
-    around ``center``. Works column by column on ``(n_samples, ...)`` arrays.
+    A monotone, piecewise-linear map of each column: it sends the sample quantiles
+    ``(1 +- l) / 2`` of every calibrated level ``l`` to ``center + factor(l) * (q - center)`` and
+    interpolates linearly between them (beyond the outermost level, the outermost factor). The
+    percentile interval at ``l`` of the result is the original one widened by that factor around
+    ``center``, and the draws keep their order, so probabilities computed from them stay coherent.
+    Works column by column on ``(n_samples, ...)`` arrays.
     """
     values = np.asarray(values, dtype=float)
-    if not isinstance(inflation, dict) and inflation == 1.0:
-        return values
-    n = values.shape[0]
-    ranks = np.argsort(np.argsort(values, axis=0), axis=0)
-    level = np.abs(2.0 * (ranks + 0.5) / n - 1.0)
-    out = center + inflation_at(level, inflation) * (values - center)
+    if not isinstance(inflation, dict):
+        if inflation == 1.0:
+            return values
+        out = center + float(inflation) * (values - center)
+        return out if bounds is None else np.clip(out, *bounds)
+    levels = np.array(sorted(inflation))
+    factors = np.array([inflation[k] for k in levels])
+    tails = np.concatenate([(1 - levels[::-1]) / 2, (1 + levels) / 2])
+    knot_factors = np.concatenate([factors[::-1], factors])
+    flat = values.reshape(values.shape[0], -1)
+    centers = np.broadcast_to(np.asarray(center, dtype=float), values.shape)[0].reshape(-1)
+    out = np.empty_like(flat)
+    for j in range(flat.shape[1]):
+        c = float(centers[j])
+        dev = flat[:, j] - c
+        knots = np.quantile(dev, tails)
+        xs = np.concatenate([knots, [0.0]])
+        ys = np.concatenate([knot_factors * knots, [0.0]])
+        order = np.argsort(xs, kind="stable")
+        xs, ys = xs[order], np.maximum.accumulate(ys[order])
+        mapped = np.interp(dev, xs, ys)
+        mapped = np.where(dev > xs[-1], ys[-1] + factors[-1] * (dev - xs[-1]), mapped)
+        mapped = np.where(dev < xs[0], ys[0] + factors[-1] * (dev - xs[0]), mapped)
+        out[:, j] = c + mapped
+    out = out.reshape(values.shape)
     return out if bounds is None else np.clip(out, *bounds)
 
 

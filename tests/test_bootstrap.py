@@ -9,11 +9,13 @@ import pytest
 
 from rlcurves import RLCurvesError, fit_sigmoid, sigmoid
 from rlcurves.bootstrap import (
+    CALIBRATED_INFLATION,
     KINDS,
     BootstrapResult,
     ar1_noise,
     ar1_params,
     bootstrap,
+    inflate,
     politis_white_block_length,
 )
 from rlcurves.model import log_compute
@@ -168,3 +170,58 @@ def test_bad_input_is_refused(easy_fit):
     boot = easy_fit.bootstrap(10, seed=0, progress=False)
     with pytest.raises(RLCurvesError, match="level"):
         boot.ci(90)
+
+
+def test_inflate_widens_each_level_by_its_factor():
+    rng = np.random.default_rng(0)
+    values = rng.normal(0.5, 0.01, 20000)
+    factors = {0.5: 1.5, 0.8: 1.4, 0.9: 1.3, 0.95: 1.5}
+    out = inflate(values, 0.5, factors)
+    for level, k in factors.items():
+        q = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
+        q_out = np.quantile(out, [(1 - level) / 2, (1 + level) / 2])
+        np.testing.assert_allclose(q_out - 0.5, k * (q - 0.5), rtol=0.01)
+    # a monotone map: the draws keep their order, so probabilities from them stay coherent
+    assert np.all(np.diff(out[np.argsort(values)]) >= 0)
+    np.testing.assert_array_equal(inflate(values, 0.5, 1.0), values)
+
+
+def test_calibrated_kind_is_the_ar1_bootstrap_inflated(easy_fit):
+    raw = bootstrap(easy_fit, 400, kind="ar1", seed=4, progress=False)
+    cal = bootstrap(easy_fit, 400, kind="calibrated", seed=4, progress=False)
+    pd.testing.assert_frame_equal(raw.samples, cal.samples)  # same refits, only the spread
+    for level in (0.5, 0.9):
+        ci_raw, ci_cal = raw.ci(level), cal.ci(level)
+        k = CALIBRATED_INFLATION[level]
+        ratio = (ci_cal.upper - ci_cal.lower) / (ci_raw.upper - ci_raw.lower)
+        np.testing.assert_allclose(ratio, k, rtol=0.02)
+        lo, hi = raw.predict_interval(16000.0, level)
+        lo_c, hi_c = cal.predict_interval(16000.0, level)
+        assert (hi_c - lo_c) == pytest.approx(k * (hi - lo), rel=0.05)
+
+
+def test_ar1_noise_restarts_at_each_run_and_runs_are_modelled_separately():
+    rng = np.random.default_rng(2)
+    starts = np.zeros(40, dtype=bool)
+    starts[[0, 20]] = True
+    noise = ar1_noise(rng, 4000, 40, 1.0, 0.9, starts)
+    within = np.corrcoef(noise[:, 18], noise[:, 19])[0, 1]
+    across = np.corrcoef(noise[:, 19], noise[:, 20])[0, 1]
+    assert within == pytest.approx(0.9, abs=0.03) and abs(across) < 0.05
+    # lags never cross runs: two runs of white noise joined by a jump show no autocorrelation
+    e = np.concatenate([np.full(20, 1.0), np.full(20, -1.0)]) + rng.normal(0, 0.1, 40)
+    e = e - np.where(np.arange(40) < 20, e[:20].mean(), e[20:].mean())
+    assert ar1_params(e, 0, starts)[1] < 0.3
+
+
+def test_ar1_noise_options(easy_fit):
+    c = easy_fit.compute
+    early = fit_sigmoid(c, easy_fit.reward, min_compute=2000)
+    window = bootstrap(early, 50, kind="ar1", seed=0, progress=False)
+    longer = bootstrap(early, 50, kind="ar1", seed=0, progress=False, noise_from="with_early")
+    assert window.rho != longer.rho  # the early points took part
+    with pytest.raises(RLCurvesError, match="noise_from"):
+        bootstrap(early, 50, kind="ar1", noise_from="everything", progress=False)
+    runs = np.where(np.arange(c.size) % 2 == 0, "a", "b")
+    per_run = bootstrap(early, 50, kind="ar1", seed=0, progress=False, runs=runs)
+    assert per_run.n == 50 and np.isfinite(per_run.rho)
