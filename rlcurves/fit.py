@@ -176,14 +176,18 @@ def build_fit(
         scale_by_residuals=sigma is None or not absolute_sigma,
     )
     notes = [n for n in notes if n]
+    reward_range = float(np.ptp(rw)) or 1.0
     for name in ("A", "B", "C_mid", "R0"):
         value, err = params[name], stderr[name]
+        # A and R0 are levels: near 0 their error is judged against the data's range instead
+        scale = max(abs(value), reward_range) if name in ("A", "R0") else abs(value)
         if math.isinf(err):
             notes.append(f"{name} is not determined by the data (singular Jacobian)")
-        elif math.isfinite(err) and value != 0 and err / abs(value) > _POORLY_IDENTIFIED:
+        elif math.isfinite(err) and scale > 0 and err / scale > _POORLY_IDENTIFIED:
+            what = "the estimate" if scale == abs(value) else "the reward range"
             notes.append(
                 f"{name} is poorly identified (standard error {err:.3g} is "
-                f"{err / abs(value):.0%} of the estimate)"
+                f"{err / scale:.0%} of {what})"
             )
     for name, (lo, hi) in (("A", bounds.A), ("R0", bounds.R0)):
         if name == "R0" and r0_fixed is not None:

@@ -58,16 +58,23 @@ def linear_params(s, y, w2, r0: float | None, bounds: Bounds):
     """Least-squares ``(A, R0)`` for fixed ``s``, exactly, within the box bounds.
 
     ``s``, ``y`` and ``w2`` (squared weights) broadcast to ``(..., n)``. Returns ``(A, R0, q)``
-    where ``q`` is the RSS minus ``sum(w2 * y**2)`` (a quadratic form of the moments, good for
-    ranking grid points; residuals are recomputed directly where precision matters).
-    For a convex quadratic in two variables the constrained optimum is the unconstrained one when
-    feasible and otherwise lies on one of the four edges, each a clipped one-dimensional problem:
-    all are computed and the best kept.
+    where ``q`` is the RSS minus ``sum(w2 * y**2)`` (see :func:`linear_params_from_moments`).
     """
     w2y = w2 * y
-    sw = _dot(s, w2)  # sum w2 s
-    svv = _dot(s * s, w2)  # sum w2 s^2
-    svy = _dot(s, w2y)  # sum w2 s y
+    moments = (_dot(s, w2), _dot(s * s, w2), _dot(s, w2y), _wsum(w2 + 0.0 * y), _wsum(w2y))
+    return linear_params_from_moments(*moments, r0, bounds)
+
+
+def linear_params_from_moments(sw, svv, svy, tw, ty, r0: float | None, bounds: Bounds):
+    """Exact bounded ``(A, R0)`` from the weighted moments of ``s`` and ``y``.
+
+    ``sw = sum w2 s``, ``svv = sum w2 s^2``, ``svy = sum w2 s y``, ``tw = sum w2``,
+    ``ty = sum w2 y``. Returns ``(A, R0, q)``, ``q`` being the RSS minus ``sum(w2 y^2)`` (a
+    quadratic form of the moments: good for ranking grid points; residuals are recomputed directly
+    where precision matters). For a convex quadratic in two variables the constrained optimum is
+    the unconstrained one when feasible and otherwise lies on one of the four edges, each a clipped
+    one-dimensional problem: all are computed and the best kept.
+    """
     a_lo, a_hi = bounds.A
     if r0 is not None:
         svd = svy - r0 * sw  # sum w2 s (y - r0)
@@ -78,8 +85,6 @@ def linear_params(s, y, w2, r0: float | None, bounds: Bounds):
         q = g * g * svv - 2 * g * svd
         return A, np.full_like(A, r0), q
 
-    tw = _wsum(w2 + 0.0 * y)  # sum w2
-    ty = _wsum(w2y)  # sum w2 y
     suv = sw - svv
     suu = tw - 2 * sw + svv
     suy = ty - svy
@@ -160,14 +165,14 @@ _UNIT_M = np.linspace(-0.5, 2.0, 18)  # C_mid from half a span below the data to
 _LOG_B_TIMES_SPAN = np.log(np.geomspace(0.3, 60.0, 14))  # B * span from a gentle to a sharp rise
 
 
-def grid_starts(x, y, w, r0, *, top: int = 3, with_rss: bool = False):
+def grid_starts(x, y, w, r0, bounds, *, top: int = 3, with_rss: bool = False):
     """Best local minima of the projected RSS on a grid over theta: shape ``(k, top, 2)``.
 
     ``x`` is ``(n,)`` or ``(k, n)``; ``y``, ``w`` are ``(k, n)``. The grid is scaled to each
     curve's span in log compute, so it is the same problem for GPU-hours and FLOPs. Linear
-    parameters are solved without their bounds here (a quarter of the cost, and good enough to
-    rank basins); the refinement that follows enforces them exactly. With ``with_rss`` also
-    returns the grid RSS of each start.
+    parameters are solved exactly within their bounds (ranking by the unbounded RSS would favour
+    basins whose A lies far outside [0, 1] for a pass rate). With ``with_rss`` also returns the
+    grid RSS of each start.
     """
     k = y.shape[0]
     x2 = np.broadcast_to(x, y.shape)
@@ -177,12 +182,24 @@ def grid_starts(x, y, w, r0, *, top: int = 3, with_rss: bool = False):
     m_grid = x_lo[:, None] + span[:, None] * _UNIT_M  # (k, n_m)
     log_b_grid = _LOG_B_TIMES_SPAN - np.log(span)[:, None]  # (k, n_b)
     n_b, n_m = _LOG_B_TIMES_SPAN.size, _UNIT_M.size
-    s = fraction_of_gain(
-        x2[:, None, None, :], np.exp(log_b_grid)[:, :, None, None], m_grid[:, None, :, None]
-    )
-    w2 = (w * w)[:, None, None, :]
-    _, _, q = linear_params(s, y[:, None, None, :], w2, r0, _NO_BOUNDS)
-    rss = q + np.sum(w2 * y[:, None, None, :] ** 2, axis=-1)  # (k, n_b, n_m)
+    w2 = w * w
+    w2y = w2 * y
+    if np.ndim(x) == 1:
+        # One compute axis for all curves (a sweep, or bootstrap resamples): the grid's s is the
+        # same for every curve, so the weighted moments are three matrix products.
+        s = fraction_of_gain(x, np.exp(log_b_grid[0])[:, None, None], m_grid[0][None, :, None])
+        s = s.reshape(n_b * n_m, -1)
+        moments = (w2 @ s.T, w2 @ (s * s).T, w2y @ s.T)
+        totals = (w2.sum(-1)[:, None], w2y.sum(-1)[:, None])
+        _, _, q = linear_params_from_moments(*moments, *totals, r0, bounds)
+        rss = (q + np.sum(w2y * y, axis=-1)[:, None]).reshape(k, n_b, n_m)
+    else:
+        s = fraction_of_gain(
+            x2[:, None, None, :], np.exp(log_b_grid)[:, :, None, None], m_grid[:, None, :, None]
+        )
+        w2b = w2[:, None, None, :]
+        _, _, q = linear_params(s, y[:, None, None, :], w2b, r0, bounds)
+        rss = q + np.sum(w2y * y, axis=-1)[:, None, None]  # (k, n_b, n_m)
     rss = np.where(np.isfinite(rss), rss, np.inf)
     # local minima: no smaller neighbour among the eight around (a diagonal valley, as A and C_mid
     # trading off makes, would otherwise show several spurious minima along its floor)
@@ -207,16 +224,14 @@ def grid_starts(x, y, w, r0, *, top: int = 3, with_rss: bool = False):
     return starts
 
 
-_NO_BOUNDS = Bounds()
-
-
 def varpro_lm(theta0, x, y, w, r0, bounds, lo, hi, *, max_iter: int = 200, ftol: float = 1e-13):
     """Batched Levenberg-Marquardt on the variable-projection residual.
 
     ``theta0`` is ``(k, 2)``; ``x`` is ``(n,)`` or ``(k, n)``; ``y``, ``w`` are ``(k, n)``;
     ``lo``, ``hi`` are ``(k, 2)``. The Jacobian of the projected residual is taken by forward
     differences (exact linear parameters make it cheap and robust at active bounds); the final
-    digits come from :func:`gauss_newton_polish`.
+    digits come from :func:`gauss_newton_polish`. Each iteration works on the curves still
+    running only, so a few slow curves do not make the whole batch pay for their iterations.
     """
     theta = np.clip(theta0, lo, hi)
     r, A, R0 = projected_residuals(theta, x, y, w, r0, bounds)
@@ -226,36 +241,40 @@ def varpro_lm(theta0, x, y, w, r0, bounds, lo, hi, *, max_iter: int = 200, ftol:
     converged = np.zeros(cost.shape, dtype=bool)
     iterations = np.zeros(cost.shape, dtype=int)
     eye = np.eye(2)
+    shared_x = np.ndim(x) == 1
     for _ in range(max_iter):
-        h = 1e-7 * (1.0 + np.abs(theta))  # (k, 2)
-        shifted = theta[None, :, :] + h[None, :, :] * eye[:, None, :]  # (2, k, 2)
-        r_shift, _, _ = projected_residuals(shifted, x, y, w, r0, bounds)
-        jac = (r_shift - r[None]) / h.T[:, :, None]  # (2, k, n)
-        g = np.einsum("jkn,kn->kj", jac, r)
+        idx = np.flatnonzero(active)
+        if idx.size == 0:
+            break
+        th, rr, cc, la = theta[idx], r[idx], cost[idx], lam[idx]
+        xi = x if shared_x else x[idx]
+        yi, wi = y[idx], w[idx]
+        h = 1e-7 * (1.0 + np.abs(th))  # (a, 2)
+        shifted = th[None, :, :] + h[None, :, :] * eye[:, None, :]  # (2, a, 2)
+        r_shift, _, _ = projected_residuals(shifted, xi, yi, wi, r0, bounds)
+        jac = (r_shift - rr[None]) / h.T[:, :, None]  # (2, a, n)
+        g = np.einsum("jkn,kn->kj", jac, rr)
         H = np.einsum("ikn,jkn->kij", jac, jac)
-        Hd = H + lam[:, None, None] * (np.diagonal(H, axis1=1, axis2=2)[:, None, :] * eye + 1e-30)
+        Hd = H + la[:, None, None] * (np.diagonal(H, axis1=1, axis2=2)[:, None, :] * eye + 1e-30)
         det = Hd[:, 0, 0] * Hd[:, 1, 1] - Hd[:, 0, 1] * Hd[:, 1, 0]
         with np.errstate(divide="ignore", invalid="ignore"):
             step0 = -(Hd[:, 1, 1] * g[:, 0] - Hd[:, 0, 1] * g[:, 1]) / det
             step1 = -(Hd[:, 0, 0] * g[:, 1] - Hd[:, 1, 0] * g[:, 0]) / det
         step = np.nan_to_num(np.stack([step0, step1], axis=-1))
-        trial = np.clip(theta + step, lo, hi)
-        r_t, A_t, R0_t = projected_residuals(trial, x, y, w, r0, bounds)
+        trial = np.clip(th + step, lo[idx], hi[idx])
+        r_t, A_t, R0_t = projected_residuals(trial, xi, yi, wi, r0, bounds)
         cost_t = np.sum(r_t * r_t, axis=-1)
-        better = active & (cost_t < cost)
-        gain = np.where(better, cost - cost_t, 0.0)
-        moved = np.max(np.abs(trial - theta) / (1.0 + np.abs(theta)), axis=-1)
-        theta = np.where(better[:, None], trial, theta)
-        r = np.where(better[:, None], r_t, r)
-        A, R0 = np.where(better, A_t, A), np.where(better, R0_t, R0)
-        cost = np.where(better, cost_t, cost)
-        lam = np.where(better, lam / 3.0, lam * 4.0)
-        iterations += active
-        done = (better & ((gain <= ftol * cost) | (moved < 1e-12))) | (lam > 1e12)
-        converged |= active & done
-        active &= ~done
-        if not active.any():
-            break
+        better = cost_t < cc
+        gain = np.where(better, cc - cost_t, 0.0)
+        moved = np.max(np.abs(trial - th) / (1.0 + np.abs(th)), axis=-1)
+        take = idx[better]
+        theta[take], r[take], cost[take] = trial[better], r_t[better], cost_t[better]
+        A[take], R0[take] = A_t[better], R0_t[better]
+        lam[idx] = np.where(better, la / 3.0, la * 4.0)
+        iterations[idx] += 1
+        done = (better & ((gain <= ftol * cost_t) | (moved < 1e-12))) | (lam[idx] > 1e12)
+        converged[idx[done]] = True
+        active[idx[done]] = False
     return theta, A, R0, cost, converged, iterations
 
 
@@ -334,7 +353,7 @@ def solve_batch(x, y, w, r0, bounds, *, top: int = 3, theta0=None) -> BatchSolut
     x_full = np.broadcast_to(x, (k, n))
     lo, hi, _ = theta_box(np.where(w > 0, x_full, np.nan))
     if theta0 is None:
-        starts = grid_starts(x, y, w, r0, top=top)  # (k, top, 2)
+        starts = grid_starts(x, y, w, r0, bounds, top=top)  # (k, top, 2)
     else:
         starts = np.asarray(theta0, dtype=float).reshape(k, 1, 2)
     t = starts.shape[1]
@@ -366,62 +385,95 @@ def solve_single(x, y, w, r0, bounds) -> BatchSolution:
     """Fit one curve: grid starts, then MINPACK Levenberg-Marquardt in the full parameters.
 
     The compiled MINPACK loop with the analytic Jacobian is the fastest way to the last digits of
-    one optimum. Every grid basin whose RSS is within 25% of the best is refined, and the result
-    must lie inside the bounds and the search box; otherwise (an optimum on a bound, or a curve
-    that does not identify its midpoint) the bounded variable-projection solver decides.
+    one optimum. Every grid basin whose RSS is within 25% of the best is refined; a result must lie
+    inside the bounds and the search box, otherwise (an optimum on a bound, or a curve that does
+    not identify its midpoint) the bounded solver decides that basin. Finally every other grid
+    minimum within 25% of the best RSS found is refined too: noisy, nearly flat curves have many
+    shallow basins of similar depth, and the best grid point is then no reliable guide.
     """
-    thetas, grid_rss = grid_starts(x, y[None], w[None], r0, top=3, with_rss=True)
+    thetas, grid_rss = grid_starts(x, y[None], w[None], r0, bounds, top=8, with_rss=True)
     thetas, grid_rss = thetas[0], grid_rss[0]
     lo, hi, _ = theta_box(x[None])
     free_r0 = r0 is None
-    best = None
+    best: BatchSolution | None = None
+    refined = np.zeros(len(thetas), dtype=bool)
+    left_the_box = False
     for i in range(len(thetas)):
         theta = thetas[i]
         if grid_rss[i] > 1.25 * grid_rss[0] or np.any(np.all(thetas[:i] == theta, axis=-1)):
+            refined[i] |= np.any(np.all(thetas[:i] == theta, axis=-1))
             continue
-        if best is not None and _same_basin(best[-2], theta, grid_rss[i], x, y, w, r0):
+        refined[i] = True
+        if best is not None and _same_basin(
+            np.array([best.log_B[0], best.m[0]]), theta, grid_rss[i], x, y, w, r0, bounds
+        ):
             continue
         s = fraction_of_gain(x, np.exp(theta[0]), theta[1])
-        A0, R00, _ = linear_params(s, y, w * w, r0, _NO_BOUNDS)
+        A0, R00, _ = linear_params(s, y, w * w, r0, bounds)
         p0 = [A0, R00, theta[0], theta[1]] if free_r0 else [A0, theta[0], theta[1]]
         p, rss, ok = _minpack(x, y, w, r0, np.array(p0, dtype=float))
         A, R0, lb, m = p if free_r0 else (p[0], r0, p[1], p[2])
+        # strictly inside: an unconstrained LM that ends on a bound may sit on a plateau there
         inside = (
             ok
-            and bounds.A[0] <= A <= bounds.A[1]
-            and bounds.R0[0] <= R0 <= bounds.R0[1]
+            and _interior(A, bounds.A)
+            and (not free_r0 or _interior(R0, bounds.R0))
             and lo[0, 0] < lb < hi[0, 0]
             and lo[0, 1] < m < hi[0, 1]
         )
-        if inside and (best is None or rss < best[-1]):
-            best = (A, R0, lb, m, np.array([lb, m]), rss)
-    if best is None:
-        return _bounded_single(x, y, w, r0, bounds)
+        if inside and (best is None or rss < best.rss[0]):
+            best = _one_solution(A, R0, lb, m, rss, converged=True, at_bound=False)
+        left_the_box |= not inside  # failed, or ended on a bound or outside the box
+    if best is None or left_the_box:
+        # Some basin's optimum lies on a bound or beyond the search box: the bounded solver
+        # decides, and the better of the two answers wins.
+        bounded = _bounded_single(x, y, w, r0, bounds)
+        if best is None or bounded.rss[0] < best.rss[0] * (1 - 1e-12):
+            best = bounded
+    extra = ~refined & (grid_rss <= 1.25 * best.rss[0])
+    if extra.any():
+        other = _bounded_single(x, y, w, r0, bounds, starts=thetas[extra])
+        if other.rss[0] < best.rss[0] * (1 - 1e-12):
+            best = other
+    return best
+
+
+def _one_solution(A, R0, lb, m, rss, *, converged: bool, at_bound: bool, iterations: int = 0):
     one = lambda v: np.array([v], dtype=float)  # noqa: E731
-    A, R0, lb, m, _, rss = best
     return BatchSolution(
         A=one(A),
         R0=one(R0),
         log_B=one(lb),
         m=one(m),
         rss=one(rss),
-        converged=np.array([True]),
-        at_theta_bound=np.array([False]),
-        iterations=np.array([0]),
+        converged=np.array([converged]),
+        at_theta_bound=np.array([at_bound]),
+        iterations=np.array([iterations]),
     )
 
 
-def _bounded_single(x, y, w, r0, bounds) -> BatchSolution:
+def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
     """The optimum of one curve when bounds are active or the midpoint runs away.
 
     The bounded variable-projection LM finds the basin (its linear parameters respect the box
-    exactly); a trust-region reflective polish in the full parameters, with the bounds on A and R0
-    and the search box on (log B, m), then settles the last digits, which the projected problem,
-    non-smooth where a bound switches on, reaches only slowly.
+    exactly), from the grid or from ``starts`` (t, 2) refined side by side; a trust-region
+    reflective polish in the full parameters, with the bounds on A and R0 and the search box on
+    (log B, m), then settles the last digits, which the projected problem, non-smooth where a
+    bound switches on, reaches only slowly.
     """
     from scipy.optimize import least_squares
 
-    sol = solve_batch(x, y[None], w[None], r0, bounds)
+    if starts is None:
+        sol = solve_batch(x, y[None], w[None], r0, bounds)
+    else:
+        t = len(starts)
+        many = solve_batch(
+            x, np.repeat(y[None], t, 0), np.repeat(w[None], t, 0), r0, bounds, theta0=starts
+        )
+        i = int(np.argmin(np.where(np.isfinite(many.rss), many.rss, np.inf)))
+        sol = BatchSolution(
+            *(getattr(many, f)[i : i + 1] for f in BatchSolution.__dataclass_fields__)
+        )
     lo, hi, _ = theta_box(x[None])
     free_r0 = r0 is None
     A, R0 = float(sol.A[0]), float(sol.R0[0])
@@ -462,20 +514,18 @@ def _bounded_single(x, y, w, r0, bounds) -> BatchSolution:
     A, R0, lb, m = unpack(res.x)
     tol = 1e-6 * (hi[0] - lo[0])
     at_bound = bool(np.any((np.array([lb, m]) - lo[0] < tol) | (hi[0] - np.array([lb, m]) < tol)))
-    one = lambda v: np.array([v], dtype=float)  # noqa: E731
-    return BatchSolution(
-        A=one(A),
-        R0=one(R0),
-        log_B=one(lb),
-        m=one(m),
-        rss=one(rss),
-        converged=np.array([(res.status > 0 or bool(sol.converged[0])) and not at_bound]),
-        at_theta_bound=np.array([at_bound]),
-        iterations=np.array([res.nfev]),
+    converged = (res.status > 0 or bool(sol.converged[0])) and not at_bound
+    return _one_solution(
+        A, R0, lb, m, rss, converged=converged, at_bound=at_bound, iterations=res.nfev
     )
 
 
-def _same_basin(theta_opt, theta_start, start_rss, x, y, w, r0) -> bool:
+def _interior(value: float, box: tuple[float, float]) -> bool:
+    lo, hi = box
+    return lo + 1e-7 * (1 + abs(lo)) < value < hi - 1e-7 * (1 + abs(hi))
+
+
+def _same_basin(theta_opt, theta_start, start_rss, x, y, w, r0, bounds) -> bool:
     """True when the projected RSS has no barrier between a start and a known optimum.
 
     Checks six points on the segment: if none rises above the start's own RSS, descending from the
@@ -483,7 +533,7 @@ def _same_basin(theta_opt, theta_start, start_rss, x, y, w, r0) -> bool:
     """
     t = np.linspace(0.0, 1.0, 8)[1:-1, None]
     path = theta_opt + t * (theta_start - theta_opt)
-    r, _, _ = projected_residuals(path, x, y, w, r0, _NO_BOUNDS)
+    r, _, _ = projected_residuals(path, x, y, w, r0, bounds)
     return bool(np.all(np.sum(r * r, axis=-1) <= start_rss * (1 + 1e-9)))
 
 

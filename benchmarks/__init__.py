@@ -1,0 +1,1 @@
+"""Benchmarks: side-by-side ratios against what a user would use instead (not timed tests)."""

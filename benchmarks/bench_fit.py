@@ -1,0 +1,153 @@
+"""One fit of a 100-point curve: rlcurves (no start guess) against scipy curve_fit given a good
+start, lmfit's Model.fit given the same start, and the paper's grid procedure; and a sweep of many
+curves with fit_sigmoid_batch against a loop of single fits. Prints ratios, writes JSON.
+
+Run: python -m benchmarks.bench_fit [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from scipy.optimize import curve_fit
+
+from rlcurves import fit_sigmoid, fit_sigmoid_batch, sigmoid
+from rlcurves.lmfit_model import SigmoidModel
+
+from ._common import median_time, save
+
+TRUTH = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)  # the paper's 8B run, R0 assumed
+
+
+def curve(seed: int, n: int = 100):
+    rng = np.random.default_rng(seed)
+    compute = np.linspace(0, 16000, n + 1)[1:]
+    return compute, sigmoid(compute, **TRUTH) + rng.normal(0, 0.01, n)
+
+
+def run(quick: bool = False) -> dict:
+    compute, reward = curve(0)
+    p0 = [TRUTH["A"], TRUTH["B"], TRUTH["C_mid"], TRUTH["R0"]]
+    f = lambda c, A, B, C_mid, R0: sigmoid(c, A, B, C_mid, R0)  # noqa: E731
+    model = SigmoidModel()
+    params = model.make_params(**TRUTH)
+    repeat = 20 if quick else 200
+    t_ours = median_time(lambda: fit_sigmoid(compute, reward), repeat=repeat)
+    t_cf = median_time(lambda: curve_fit(f, compute, reward, p0=p0), repeat=repeat)
+    t_lm = median_time(lambda: model.fit(reward, params, compute=compute), repeat=repeat // 4)
+    ours = fit_sigmoid(compute, reward)
+    cf, _ = curve_fit(f, compute, reward, p0=p0)
+    # Paper grid: 71 x 100 nodes with curve_fit for B at each (R0 fixed, as in the paper).
+    grid_opts = (
+        {}
+        if not quick
+        else {"A_grid": np.arange(0.45, 0.8, 0.02), "C_mid_grid": np.linspace(100, 40000, 30)}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t0 = time.perf_counter()
+        grid = fit_sigmoid(compute, reward, r0=ours.R0, method="paper-grid", options=grid_opts)
+        t_grid = time.perf_counter() - t0
+        t_ours_r0 = median_time(lambda: fit_sigmoid(compute, reward, r0=ours.R0), repeat=repeat)
+
+    # A sweep: many curves, one compute grid.
+    k = 1000 if quick else 10_000
+    rng = np.random.default_rng(1)
+    truths = np.column_stack(
+        [
+            rng.uniform(0.5, 0.7, k),
+            rng.uniform(1.2, 2.8, k),
+            rng.uniform(1500, 6000, k),
+            rng.uniform(0.2, 0.35, k),
+        ]
+    )
+    c50 = np.linspace(0, 16000, 51)[1:]
+    rewards = np.array([sigmoid(c50, *t) for t in truths]) + rng.normal(0, 0.01, (k, c50.size))
+    t0 = time.perf_counter()
+    table = fit_sigmoid_batch(c50, rewards)
+    t_batch = time.perf_counter() - t0
+    n_loop = 200
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop_rss = [fit_sigmoid(c50, rewards[i]).rss for i in range(n_loop)]
+    t_loop = (time.perf_counter() - t0) / n_loop * k
+    t0 = time.perf_counter()
+    for i in range(n_loop):
+        curve_fit(f, c50, rewards[i], p0=truths[i], maxfev=10_000)
+    t_cf_loop = (time.perf_counter() - t0) / n_loop * k
+    batch_vs_single = float(
+        np.max(np.abs(table["rss"].to_numpy()[:n_loop] - loop_rss) / np.array(loop_rss))
+    )
+    return {
+        "single_fit_seconds": {
+            "rlcurves": t_ours,
+            "curve_fit_good_p0": t_cf,
+            "lmfit_good_p0": t_lm,
+            "paper_grid": t_grid,
+            "rlcurves_fixed_r0": t_ours_r0,
+        },
+        "ratios": {
+            "curve_fit/rlcurves": t_cf / t_ours,
+            "lmfit/rlcurves": t_lm / t_ours,
+            "paper_grid/rlcurves_fixed_r0": t_grid / t_ours_r0,
+        },
+        "agreement": {
+            "max_rel_param_diff_vs_curve_fit": float(
+                np.max(np.abs(np.array([ours.A, ours.B, ours.C_mid, ours.R0]) - cf) / np.abs(cf))
+            ),
+            "paper_grid_rss_over_exact": grid.rss / fit_sigmoid(compute, reward, r0=ours.R0).rss,
+        },
+        "sweep": {
+            "curves": k,
+            "points": int(c50.size),
+            "batch_seconds": t_batch,
+            "loop_of_fit_sigmoid_seconds_extrapolated": t_loop,
+            "loop_of_curve_fit_true_p0_seconds_extrapolated": t_cf_loop,
+            "max_rel_rss_diff_batch_vs_single": batch_vs_single,
+        },
+    }
+
+
+def report(res: dict) -> str:
+    s, r, w = res["single_fit_seconds"], res["ratios"], res["sweep"]
+    lines = [
+        "One fit, 100 points (median wall time)",
+        f"  rlcurves (no start guess)        {s['rlcurves'] * 1e3:8.2f} ms",
+        f"  scipy curve_fit (true p0)        {s['curve_fit_good_p0'] * 1e3:8.2f} ms"
+        f"   curve_fit/rlcurves = {r['curve_fit/rlcurves']:.2f}",
+        f"  lmfit Model.fit (true p0)        {s['lmfit_good_p0'] * 1e3:8.2f} ms"
+        f"   lmfit/rlcurves = {r['lmfit/rlcurves']:.2f}",
+        f"  paper grid (R0 fixed)            {s['paper_grid'] * 1e3:8.0f} ms"
+        f"   grid/rlcurves(R0 fixed) = {r['paper_grid/rlcurves_fixed_r0']:.0f}",
+        f"  max rel. parameter difference vs curve_fit: "
+        f"{res['agreement']['max_rel_param_diff_vs_curve_fit']:.1e}; paper-grid RSS / exact RSS: "
+        f"{res['agreement']['paper_grid_rss_over_exact']:.4f}",
+        f"Sweep of {w['curves']:,} curves x {w['points']} points",
+        f"  fit_sigmoid_batch                {w['batch_seconds']:8.2f} s",
+        f"  loop of fit_sigmoid (extrap.)    "
+        f"{w['loop_of_fit_sigmoid_seconds_extrapolated']:8.2f} s",
+        f"  loop of curve_fit, true p0       "
+        f"{w['loop_of_curve_fit_true_p0_seconds_extrapolated']:8.2f} s",
+        f"  batch vs single fits: max rel. RSS difference "
+        f"{w['max_rel_rss_diff_batch_vs_single']:.1e}",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args(argv)
+    res = run(quick=args.quick)
+    print(report(res))
+    path = save("fit", res)
+    print(f"written: {path}")
+    return res
+
+
+if __name__ == "__main__":
+    main()
