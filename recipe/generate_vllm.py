@@ -23,6 +23,12 @@ rebuilt in the worker. On GPU the same path works; vLLM's native NCCL weight tra
 Prefix caching: every request carries ``cache_salt=f"v{version}"``, so a request submitted after
 a push never reuses prompt KV computed by older weights, and the prefix cache is also reset after
 each push (that reset is refused by vLLM while paused requests still hold blocks, hence the salt).
+A request submitted before a push but not yet scheduled keeps its old salt: like a running one, it
+may continue on KV computed by the old weights, and its tokens carry the new version.
+
+Failures: the state dict is checked against the model's Hugging Face shapes before anything is
+sent (names, shapes, finite values), because a load that fails inside the worker leaves vLLM's
+model half-reloaded (parameters on the meta device): after that the generator refuses all use.
 
 FP32 LM head: vLLM's native ``hf_overrides={"head_dtype": "float32"}`` computes the logits in
 FP32 from the stored head weight and the body's hidden states (both cast up), so a bf16 engine

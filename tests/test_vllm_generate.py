@@ -261,26 +261,54 @@ def test_refused_pushes_leave_the_engine_untouched(engine, weights):
     assert all(max_diff(a, b) < 1e-6 for a, b in zip(after, before, strict=True))
 
 
+def test_failed_worker_load_marks_the_generator_broken(engine, weights, monkeypatch):
+    """A load that fails inside the worker leaves vLLM's model half-reloaded (its parameters sit
+    on the meta device until a load completes), so the generator must refuse all further use.
+
+    Client-side checks catch bad shapes first; to reach the worker they are switched off here.
+    Leaves the sync engine broken by design: keep it the last test on that engine.
+    """
+    import recipe.generate_vllm as gv
+
+    monkeypatch.setattr(gv, "check_state_dict", lambda *args: None)
+    bad = dict(weights["w1"]) | {"model.norm.weight": torch.ones(65)}
+    version = engine.version
+    with pytest.raises(WeightPushError, match="worker failed"):
+        engine.push_weights(bad, version + 1)
+    assert engine.version == version
+    with pytest.raises(GeneratorBrokenError, match="failed push"):
+        engine.generate([[BOS, 3]], 1, max_new_tokens=2)
+    with pytest.raises(GeneratorBrokenError):
+        engine.push_weights(weights["w1"], version + 1)
+
+
 def test_fp32_head_under_bf16_weights(model_dir, weights):
-    """Generator vs trainer (transformers FP32 on the FP32 master weights) under bf16 engines."""
+    """Generator vs trainer (transformers FP32 on the FP32 master weights) under bf16 engines.
+
+    Measured on this model: mean |dlogp| 7.96e-3 with the FP32 head, 8.17e-3 without; the bf16
+    body dominates a 16-token vocabulary, so the head's share is small here. Asserted: the
+    override reaches vLLM, changes the computation, and both stay within bf16 accuracy.
+    """
     seqs = random_sequences(16, 40, seed=6)
     trainer = Trainer().load(weights["w0"])
     refs = [trainer.logprobs(s) for s in seqs]
-    mean_abs = {}
+    got = {}
     for fp32_head in (True, False):
         gen = VLLMGenerator(model_dir, dtype="bfloat16", fp32_head=fp32_head, seed=0)
         try:
-            got = gen.score(seqs)
+            head_dtype = gen.llm.llm_engine.vllm_config.model_config.head_dtype
+            assert head_dtype == (torch.float32 if fp32_head else torch.bfloat16)
+            got[fp32_head] = gen.score(seqs)
         finally:
             gen.close()
-        pairs = zip(got, refs, strict=True)
+        pairs = zip(got[fp32_head], refs, strict=True)
         diffs = torch.tensor([g - r for gs, rs in pairs for g, r in zip(gs, rs, strict=True)])
-        mean_abs[fp32_head] = diffs.abs().mean().item()
         print(
             f"[mismatch] bf16 engine, fp32_head={fp32_head}: mean |dlogp| = "
-            f"{mean_abs[fp32_head]:.2e}, max = {diffs.abs().max().item():.2e}"
+            f"{diffs.abs().mean().item():.2e}, max = {diffs.abs().max().item():.2e}"
         )
-    assert mean_abs[True] < mean_abs[False]
+        assert diffs.abs().mean().item() < 0.05  # bf16 rounding, not a wrong model
+    assert got[True] != got[False]
 
 
 # --------------------------------------------------------------------------- asynchronous engine
