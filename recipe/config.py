@@ -44,7 +44,7 @@ class Config:
     # --- task and data ---
     digits: int = _f(3, "digits per operand of the addition task")
     train_prompts: int = _f(20000, "training pool size")
-    val_prompts: int = _f(1000, "held-out validation prompts (iid, disjoint from training)")
+    val_prompts: int = _f(500, "held-out validation prompts (iid, disjoint from training)")
     val_samples_per_prompt: int = _f(4, "completions per validation prompt (mean@n)")
     # --- model ---
     init: str | None = _f(None, "HF model folder to start from; null = build + warm up in OUT/init")
@@ -52,11 +52,11 @@ class Config:
     hidden: int = _f(128, "hidden size of the built model")
     heads: int = _f(4, "attention heads of the built model")
     intermediate: int = _f(512, "MLP size of the built model")
-    warmup_sft_steps: int = _f(400, "supervised warm-up steps on carry-free problems")
-    warmup_mix: float = _f(0.0, "share of full-distribution problems in warm-up batches")
+    warmup_sft_steps: int = _f(300, "supervised warm-up steps (carry-free + warmup_mix share)")
+    warmup_mix: float = _f(0.25, "share of full-distribution problems in warm-up batches")
     dtype: str = _f("float32", "parameter/compute dtype of the model body: float32 | bfloat16")
     # --- RL loop ---
-    steps: int = _f(1500, "RL steps (optimizer updates)")
+    steps: int = _f(1000, "RL steps (optimizer updates)")
     prompts_per_step: int = _f(32, "prompts per batch")
     generations: int = _f(16, "completions per prompt")
     max_new_tokens: int = _f(5, "generation length limit (answer digits + EOS)")
@@ -67,7 +67,7 @@ class Config:
     adam_eps: float = _f(1e-8, "AdamW epsilon (paper 1e-15 at 8B scale)")
     grad_clip: float = _f(1.0, "global gradient-norm clip; 0 = off")
     # --- evaluation, checkpoints, accounting ---
-    eval_every: int = _f(50, "evaluate every N steps (and at step 0 and the last step)")
+    eval_every: int = _f(25, "evaluate every N steps (and at step 0 and the last step)")
     checkpoint_every: int = _f(50, "checkpoint every N steps (and at the last step)")
     devices: int = _f(1, "devices in use; gpu_hours = wall-clock hours x devices (1 on CPU)")
     threads: int = _f(2, "torch CPU threads")

@@ -5,13 +5,22 @@ The model folder is a normal Hugging Face folder (``config.json``, ``model.safet
 any real causal-LM checkpoint folder. Nothing is downloaded.
 
 ``python -m recipe.model --out DIR`` builds the seeded model and runs the deterministic supervised
-warm-up on carry-free problems (the easier sub-distribution, see :func:`recipe.task.easy_problems`).
+warm-up: batches of carry-free problems (the easier sub-distribution, see
+:func:`recipe.task.easy_problems`) with a share ``mix`` (default config 0.25) of full-distribution
+problems from the training pool. Why the mix (measured on this task): a warm-up on carry-free
+problems alone leaves the model confidently wrong on carries, so zero-variance filtering drops
+~90% of prompts and RL barely moved in 200 steps; a warm-up on the full distribution alone sits
+on supervised learning's own steep rise (pass rate 0.004 after 150 steps, 0.005 after 250 with
+noisy sampling). The mix starts RL near 0.19 with about a third of the prompts carrying signal.
 """
 
 from __future__ import annotations
 
 import argparse
 import inspect
+import json
+import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,6 +82,19 @@ def build_model(
     )
     torch.manual_seed(seed)
     return LlamaForCausalLM(config)
+
+
+def save_policy(model: PreTrainedModel, tokenizer, out: str | Path) -> Path:
+    """Save model and tokenizer as a Hugging Face folder that transformers 4.x and 5.x load."""
+    out = Path(out)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    # transformers 5 writes its own class name; the 4.x name loads in both (and in vLLM)
+    cfg_path = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    cfg_path.write_text(json.dumps(cfg, indent=2))
+    return out
 
 
 def load_policy(path: str | Path, dtype: str = "float32", fp32_head: bool = True):
@@ -240,9 +262,12 @@ def warm_up(
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
     model.eval()
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_policy(model, tokenizer, tmp)
+    shutil.rmtree(out, ignore_errors=True)
+    os.replace(tmp, out)
     return out
 
 
@@ -277,10 +302,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--out", required=True, help="folder for the Hugging Face checkpoint")
     parser.add_argument("--digits", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=400, help="warm-up optimizer steps")
-    parser.add_argument("--mix", type=float, default=0.0, help="share of full problems per batch")
+    parser.add_argument("--steps", type=int, default=300, help="warm-up optimizer steps")
+    parser.add_argument("--mix", type=float, default=0.25, help="share of full problems per batch")
     parser.add_argument("--train-prompts", type=int, default=20000, help="pool to draw them from")
-    parser.add_argument("--val-prompts", type=int, default=1000, help="held out (never drawn)")
+    parser.add_argument("--val-prompts", type=int, default=500, help="held out (never drawn)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     args = parser.parse_args(argv)

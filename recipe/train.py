@@ -39,7 +39,7 @@ from recipe.config import Config, ConfigError
 from recipe.curriculum import PromptPool
 from recipe.generate import Completion, TorchGenerator
 from recipe.loss import policy_loss
-from recipe.model import completion_logprobs, encode, load_policy, warm_up
+from recipe.model import completion_logprobs, encode, load_policy, save_policy, warm_up
 from recipe.task import Problem, reward, split_problems
 
 # keys that may change between a run and its --resume (they do not change what is learned)
@@ -271,8 +271,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             if stop_after is not None and step >= stop_after:
                 return
         if start < cfg.steps or not (out / "final" / "config.json").exists():
-            model.save_pretrained(out / "final")
-            tokenizer.save_pretrained(out / "final")
+            save_policy(model, tokenizer, out / "final")
     finally:
         log.close()
         generator.close()

@@ -14,6 +14,7 @@ from recipe.model import (
     completion_logprobs,
     head_logits,
     load_policy,
+    save_policy,
     token_logprobs,
 )
 
@@ -38,8 +39,7 @@ def test_tokenizer_is_character_level_with_bos(tiny, tmp_path):
 
 def test_model_folder_is_a_plain_hf_folder(tiny, tmp_path):
     model, tok = tiny
-    model.save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    save_policy(model, tok, tmp_path)
     names = {p.name for p in tmp_path.iterdir()}
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= names
     assert json.loads((tmp_path / "config.json").read_text())["architectures"] == [
