@@ -279,7 +279,15 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
 
 
 def _epilog() -> str:
-    lines = ["config keys (YAML file or --set key=value; defaults in brackets):"]
+    lines = [
+        "log.jsonl: kind=train rows (step, gpu_hours, wall_seconds, samples, tokens, train_reward,",
+        "  loss, entropy, clip_fraction, rho_mean, rho_max, truncation_fraction, prompts_filtered,",
+        "  pool_size, skipped_update, grad_norm, lr, samples_total, tokens_total) and kind=eval",
+        "  rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts, val_samples_per_prompt).",
+        "  Rewards are 0/1 (exact answer + EOS); val_pass_rate is mean@n in [0, 1].",
+        "",
+        "config keys (YAML file or --set key=value; defaults in brackets):",
+    ]
     for name, f in config_mod.FIELDS.items():
         lines.append(f"  {name:24s} {f.metadata['help']} [{f.default}]")
     return "\n".join(lines)

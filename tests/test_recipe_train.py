@@ -158,3 +158,26 @@ def test_help_documents_every_switch():
 def test_bad_config_exits_with_the_key(tmp_path):
     with pytest.raises(SystemExit, match="'aggregation'"):
         T.main(["--out", str(tmp_path), "--set", "aggregation=median"])
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [
+        {"loss": "dapo", "aggregation": "sample", "adv_norm": "prompt"},
+        {"loss": "gspo", "aggregation": "token", "adv_norm": "none", "positive_threshold": None},
+        {"loss": "grpo", "dtype": "bfloat16", "fp32_head": False},
+        {"loss": "cispo", "dtype": "bfloat16", "fp32_head": True, "eps_max": 8.0},
+    ],
+)
+def test_every_switch_trains(tmp_path, init_dir, switches):
+    T.run(tiny_cfg(init_dir, steps=2, eval_every=2, **switches), tmp_path)
+    rows = read_log(tmp_path / "log.jsonl")
+    train = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2]
+    assert all(r["loss"] is not None and not r["skipped_update"] for r in train)
+    # the update changed the weights
+    state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)["model"]
+    from safetensors.torch import load_file
+
+    init = load_file(init_dir / "model.safetensors")
+    assert any(not torch.equal(state[k].float(), init[k].float()) for k in init)
