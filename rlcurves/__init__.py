@@ -5,8 +5,10 @@ A, an efficiency exponent B and a midpoint compute C_mid. Fit it early, forecast
 recipe variants by A and B.
 """
 
+from . import datasets
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .fit import fit_sigmoid, fit_sigmoid_batch
+from .logs import describe_log, read_log, read_logs, read_wandb_run
 from .model import inverse_sigmoid, power_law, sigmoid
 from .result import SigmoidFit
 
@@ -18,9 +20,14 @@ __all__ = [
     "RLCurvesError",
     "SigmoidFit",
     "__version__",
+    "datasets",
+    "describe_log",
     "fit_sigmoid",
     "fit_sigmoid_batch",
     "inverse_sigmoid",
     "power_law",
+    "read_log",
+    "read_logs",
+    "read_wandb_run",
     "sigmoid",
 ]

