@@ -6,22 +6,39 @@ recipe variants by A and B.
 """
 
 from . import datasets
+from .backtest import Backtest, backtest
+from .compare import Comparison, Crossover, compare
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .fit import fit_sigmoid, fit_sigmoid_batch
 from .logs import describe_log, read_log, read_logs, read_wandb_run
 from .model import inverse_sigmoid, power_law, sigmoid
+from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
 from .result import SigmoidFit
+from .runs import RunsFit, fit_runs
+from .target import ComputeTarget
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Backtest",
+    "Comparison",
+    "ComputeTarget",
+    "Crossover",
     "IdentifiabilityWarning",
+    "ModelComparison",
     "NotConvergedWarning",
+    "PowerLawFit",
     "RLCurvesError",
+    "RunsFit",
     "SigmoidFit",
     "__version__",
+    "backtest",
+    "compare",
+    "compare_models",
     "datasets",
     "describe_log",
+    "fit_power_law",
+    "fit_runs",
     "fit_sigmoid",
     "fit_sigmoid_batch",
     "inverse_sigmoid",

@@ -17,20 +17,75 @@ from .fit import fit_sigmoid
 
 
 def _load(
-    path: str, compute: str | None, reward: str | None, run: str | None = None
+    path: str, compute: str | None, reward: str | None, run: str | None = None, **log_kws
 ) -> tuple[pd.DataFrame, str, str]:
     """Read a curve file; returns the frame and the compute/reward column names."""
     from .logs import read_log
 
-    df = read_log(path, compute=compute, reward=reward, run=run)
+    df = read_log(path, compute=compute, reward=reward, run=run, **log_kws)
     return df, "compute", "reward"
 
 
-def _add_io_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="a log or table: CSV/TSV, Parquet, JSONL, W&B export, ...")
+def _log_kws(args: argparse.Namespace) -> dict:
+    """The reader's options from the command line (format and how to derive GPU-hours)."""
+    return {
+        "format": getattr(args, "format", "auto"),
+        "gpus": getattr(args, "gpus", None),
+        "gpu_hours_per_step": getattr(args, "gpu_hours_per_step", None),
+    }
+
+
+def _add_io_args(p: argparse.ArgumentParser, *, many: bool = False) -> None:
+    if many:
+        p.add_argument(
+            "files", nargs="+", help="one log per variant (or one file with a run column)"
+        )
+    else:
+        p.add_argument("file", help="a log or table: CSV/TSV, Parquet, JSONL, W&B export, ...")
+    _add_log_args(p)
+
+
+def _add_log_args(p: argparse.ArgumentParser) -> None:
+    from .logs import FORMATS
+
     p.add_argument("--compute", help="compute column (default: detected, e.g. gpu_hours)")
     p.add_argument("--reward", help="reward column (default: detected, e.g. val_pass_rate)")
     p.add_argument("--run", help="run/seed column, for files holding several runs")
+    p.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", *FORMATS],
+        help="log format (default: detected from the file)",
+    )
+    p.add_argument(
+        "--gpus",
+        type=float,
+        help="GPUs in use: compute = elapsed hours x gpus when no GPU-hours column",
+    )
+    p.add_argument(
+        "--gpu-hours-per-step",
+        type=float,
+        help="compute = step x this, when neither GPU-hours nor time is logged",
+    )
+
+
+def _json(obj) -> str:
+    """Strict JSON: infinities and NaN (an unreachable target, a missing error) as strings."""
+
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if isinstance(v, (float, np.floating)):
+            return float(v) if math.isfinite(v) else str(float(v))
+        if isinstance(v, np.integer):
+            return int(v)
+        if isinstance(v, np.ndarray):
+            return clean(v.tolist())
+        return v
+
+    return json.dumps(clean(obj), indent=2, allow_nan=False)
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
@@ -64,9 +119,9 @@ def _fit_from_args(args: argparse.Namespace, df: pd.DataFrame, c: str, r: str, l
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    df, c, r = _load(args.file, args.compute, args.reward)
+    df, c, r = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
     fit = _fit_from_args(args, df, c, r, Path(args.file).stem)
-    print(json.dumps(fit.to_dict(), indent=2) if args.json else fit.summary())
+    print(_json(fit.to_dict()) if args.json else fit.summary())
     return 0
 
 
@@ -121,7 +176,7 @@ def _seed_runs(df: pd.DataFrame, method: str) -> dict:
 def cmd_forecast(args: argparse.Namespace) -> int:
     from .forecast import forecast
 
-    df, _, _ = _load(args.file, args.compute, args.reward, args.run)
+    df, _, _ = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
     fit = _quiet_fit(args, df, Path(args.file).stem)
     fc = forecast(
         fit,
@@ -138,7 +193,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             out["target"] = fit.compute_to_reach(
                 args.target, level=args.level, seed=args.seed
             ).to_dict()
-        print(json.dumps(out, indent=2, default=float))
+        print(_json(out))
         return 0
     print(fit.summary())
     print()
@@ -161,7 +216,7 @@ def _variants(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
     """One variant per file; a single file holding several runs gives one variant per run."""
     frames = {}
     for path in args.files:
-        df, _, _ = _load(path, args.compute, args.reward, args.run)
+        df, _, _ = _load(path, args.compute, args.reward, args.run, **_log_kws(args))
         frames[Path(path).stem] = df
     if len(frames) == 1:
         ((name, df),) = frames.items()
@@ -214,7 +269,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from .forecast import forecast
     from .plot import plot_forecast
 
-    df, _, _ = _load(args.file, args.compute, args.reward, args.run)
+    df, _, _ = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
     fit = _quiet_fit(args, df, Path(args.file).stem)
     end = args.to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
@@ -227,7 +282,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def cmd_backtest(args: argparse.Namespace) -> int:
     from .backtest import backtest
 
-    df, _, _ = _load(args.file, args.compute, args.reward, args.run)
+    df, _, _ = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
     bt = backtest(
         "compute",
         "reward",
@@ -342,10 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_forecast)
 
     p = sub.add_parser("compare", help="compare recipe variants (one file each) by A and B")
-    p.add_argument("files", nargs="+", help="one log per variant (or one file with a run column)")
-    p.add_argument("--compute", help="compute column (default: detected)")
-    p.add_argument("--reward", help="reward column (default: detected)")
-    p.add_argument("--run", help="run column: seeds within a file, or variants in a single file")
+    _add_io_args(p, many=True)
     _add_fit_args(p)
     p.add_argument("--baseline", help="variant to compare against (default: the first)")
     _add_interval_args(p)

@@ -280,8 +280,12 @@ def resolve_bounds(bounds: BoundsArg, reward: np.ndarray, r0: float | None) -> B
     out = Bounds()
     for name, pair in bounds.items():
         lo, hi = (float(v) for v in pair)
-        if not lo <= hi:
-            raise RLCurvesError(f"bounds for {name} must satisfy lower <= upper, got {pair}")
+        if not lo < hi:
+            raise RLCurvesError(
+                f"bounds for {name} must satisfy lower < upper, got {pair}; to hold "
+                f"{name} (almost) fixed give a narrow interval, e.g. (a - 1e-9, a + 1e-9)"
+                + ("; for R0 use r0=a" if name == "R0" else "")
+            )
         setattr(out, name, (lo, hi))
     return out
 

@@ -60,8 +60,8 @@ def test_forecast_json(tmp_path, capsys):
     (row,) = out["forecast"]
     assert row["lower"] <= row["mean"] <= row["upper"]
     assert row["mean"] == pytest.approx(sigmoid(20000, 0.61, 1.92, 2542, 0.3), abs=0.01)
-    # 0.9 is far above the ceiling: "never", said plainly
-    assert out["target"]["compute"] == float("inf") and "never" in out["target"]["message"]
+    # 0.9 is far above the ceiling: "never", said plainly; strict JSON has no Infinity literal
+    assert out["target"]["compute"] == "inf" and "never" in out["target"]["message"]
 
 
 def test_compare_files_and_baseline(tmp_path, capsys):

@@ -25,14 +25,27 @@ def _separator(path: Path, first_line: str) -> str:
 
 def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
     """CSV or TSV: a generic table, a W&B panel export, or a W&B history saved with to_csv."""
+    # Leading lines starting with '#' are a provenance header (as in rlcurves' bundled examples),
+    # skipped; a '#' elsewhere is data, so pandas' comment= (which cuts lines anywhere) is not used.
+    n_comment_lines = 0
     with path.open(encoding="utf-8", errors="replace") as handle:
         first_line = handle.readline()
+        while first_line.startswith("#"):
+            n_comment_lines += 1
+            first_line = handle.readline()
     if not first_line.strip():
         raise empty_error(path, "the file is empty (no header line)")
     sep = "\t" if format_hint == "tsv" else "," if format_hint == "csv" else None
     sep = sep or _separator(path, first_line)
     try:
-        text = pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False, na_values=[""])
+        text = pd.read_csv(
+            path,
+            sep=sep,
+            dtype=str,
+            keep_default_na=False,
+            na_values=[""],
+            skiprows=n_comment_lines,
+        )
     except pd.errors.EmptyDataError as exc:
         raise empty_error(path, "the file is empty") from exc
     except pd.errors.ParserError as exc:
