@@ -363,12 +363,14 @@ def test_in_flight_push_switches_versions_at_the_pause(async_engine, weights):
     async_engine.push_weights(weights["w0"], async_engine.version + 1)
     v_old = async_engine.version
     old, new = Trainer().load(weights["w0"]), Trainer().load(weights["w1"])
-    prompts = random_sequences(4, 6, seed=8)
+    # prompts longer than a KV block: their first block enters the prefix cache under w0
+    prompts = random_sequences(4, BLOCK + 8, seed=8)
     long_runs = [async_engine.submit(p, 2, max_new_tokens=200) for p in prompts]
     # a short request submitted after the long ones finishes only once they are running
     async_engine.submit(prompts[0], 1, max_new_tokens=2).result()
     async_engine.push_weights(weights["w1"], v_old + 1)
-    # same prompt after the push: its salt differs, so no w0 prompt KV may be reused
+    # same prompt after the push, while the w0 requests still hold (and cache) its first block:
+    # vLLM cannot reset the prefix cache now, so only the version salt keeps w0 KV out
     fresh = async_engine.submit(prompts[0], 2, max_new_tokens=8)
     record = async_engine.pushes[-1]
     assert record.version == v_old + 1 and record.in_flight >= len(prompts)
