@@ -91,6 +91,8 @@ class _Problem:
 
         if target == "value":
             return self.value_point(value, z0, at_x)
+        if target == "A":  # A is the curve's value at infinite compute
+            return self.value_point(value, z0, math.inf)
         names, lo, hi = self.free(target)
         a_lo, a_hi = self.bounds.A
 
@@ -126,50 +128,71 @@ class _Problem:
         r = residual(res.x)
         return float(np.dot(r, r)), res.x
 
-    def value_point(self, value: float, z0: np.ndarray, at_x: float):
-        """Least RSS with the curve held at ``value`` at ``x = at_x``, over ``(log B, m)`` only.
+    def value_residuals(self, value: float, theta: np.ndarray, at_x: float) -> np.ndarray:
+        """Weighted residuals, shape ``(..., n + 1)``, with the curve held at ``value`` at ``at_x``.
 
         Given ``(log B, m)`` the constraint ``R0 (1 - s_at) + A s_at = value`` leaves the curve
         ``R0 (1 - s / s_at) + value * s / s_at``, linear in R0, so R0 (or nothing, when fixed) is
-        solved in closed form within its bounds and those A's bounds imply; an infeasible
-        ``(log B, m)`` is pushed back by a penalty.
+        solved in closed form within its bounds and the bounds A's imply; the last entry is a
+        penalty pushing back from ``(log B, m)`` where no R0 keeps A within its bounds.
+        Vectorized over leading dimensions of ``theta`` (``(..., 2)``).
+        """
+        a_lo, a_hi = self.bounds.A
+        r_lo, r_hi = self.bounds.R0
+        lb, m = theta[..., 0:1], theta[..., 1:2]
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            s = fraction_of_gain(self.x, np.exp(lb), m)
+            s_at = np.maximum(fraction_of_gain(at_x, np.exp(lb), m), 1e-12)
+            u = s / s_at
+            if self.r0 is not None:
+                R0 = np.full_like(s_at, self.r0)
+                A = R0 + (value - R0) / s_at
+                penalty = np.maximum(a_lo - A, 0.0) + np.maximum(A - a_hi, 0.0)
+            else:
+                d = self.w * (1.0 - u)
+                dd = np.sum(d * d, axis=-1, keepdims=True)
+                base = self.w * (self.y - value * u)
+                R0 = np.where(dd > 0, np.sum(d * base, axis=-1, keepdims=True) / dd, value)
+                one_minus = np.maximum(1.0 - s_at, 1e-12)
+                lo_r = np.maximum(r_lo, (value - a_hi * s_at) / one_minus)
+                hi_r = np.minimum(r_hi, (value - a_lo * s_at) / one_minus)
+                penalty = np.maximum(lo_r - hi_r, 0.0)
+                R0 = np.where(lo_r <= hi_r, np.clip(R0, lo_r, hi_r), 0.5 * (lo_r + hi_r))
+            r = self.w * (self.y - R0 * (1.0 - u) - value * u)
+            out = np.concatenate([r, 1e4 * math.sqrt(self.rss_min + 1e-300) * penalty], axis=-1)
+        return np.where(np.isfinite(out), out, 1e6)
+
+    def value_point(self, value: float, z0: np.ndarray, at_x: float):
+        """Least RSS with the curve held at ``value`` at ``x = at_x``, over ``(log B, m)`` only.
+
+        A grid over the search box finds the basin (the constraint can move the optimum far from
+        the last one); least squares refines the best grid point and the warm start ``z0``.
         """
         from scipy.optimize import least_squares
 
-        a_lo, a_hi = self.bounds.A
-        r_lo, r_hi = self.bounds.R0
-        scale = math.sqrt(self.rss_min + 1e-300)
-
-        def residual(z):
-            s = fraction_of_gain(self.x, math.exp(z[0]), z[1])
-            s_at = max(float(fraction_of_gain(at_x, math.exp(z[0]), z[1])), 1e-300)
-            u = s / s_at
-            if self.r0 is not None:
-                R0 = self.r0
-                A = R0 + (value - R0) / s_at
-                penalty = max(a_lo - A, 0.0) + max(A - a_hi, 0.0)
-            else:
-                base = self.w * (self.y - value * u)
-                d = self.w * (1.0 - u)
-                dd = float(np.dot(d, d))
-                R0 = float(np.dot(d, base) / dd) if dd > 0 else value
-                lo_r, hi_r = r_lo, r_hi
-                if s_at < 1.0:  # A's bounds as bounds on R0
-                    lo_r = max(lo_r, (value - a_hi * s_at) / (1.0 - s_at))
-                    hi_r = min(hi_r, (value - a_lo * s_at) / (1.0 - s_at))
-                penalty = max(lo_r - hi_r, 0.0)
-                R0 = min(max(R0, lo_r), hi_r) if lo_r <= hi_r else 0.5 * (lo_r + hi_r)
-            r = self.w * (self.y - R0 * (1.0 - u) - value * u)
-            return np.append(r, 1e4 * penalty * scale)
-
         lo, hi = self.theta_lo, self.theta_hi
-        z0 = np.clip(z0, lo + 1e-9 * (1 + np.abs(lo)), hi - 1e-9 * (1 + np.abs(hi)))
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        grid = np.stack(
+            np.meshgrid(np.linspace(lo[0], hi[0], 24), np.linspace(lo[1], hi[1], 24)), axis=-1
+        ).reshape(-1, 2)
+        r = self.value_residuals(value, grid, at_x)
+        starts = [grid[np.argmin(np.sum(r * r, axis=-1))], np.asarray(z0, dtype=float)]
+        best = (math.inf, starts[0])
+        for z_start in starts:
+            z_start = np.clip(z_start, lo + 1e-9 * (1 + np.abs(lo)), hi - 1e-9 * (1 + np.abs(hi)))
             res = least_squares(
-                residual, z0, bounds=(lo, hi), method="trf", ftol=1e-10, xtol=1e-10, max_nfev=200
+                lambda z: self.value_residuals(value, z, at_x),
+                z_start,
+                bounds=(lo, hi),
+                method="trf",
+                ftol=1e-10,
+                xtol=1e-10,
+                max_nfev=200,
             )
-        r = residual(res.x)
-        return float(np.dot(r, r)), res.x
+            rr = self.value_residuals(value, res.x, at_x)
+            rss = float(np.dot(rr, rr))
+            if rss < best[0]:
+                best = (rss, res.x)
+        return best
 
     def free(self, target: str):
         """Names and bounds of the parameters re-optimized when ``target`` is held fixed."""
@@ -188,7 +211,7 @@ class _Problem:
         return names, lo, hi
 
     def start(self, target: str) -> np.ndarray:
-        if target == "value":
+        if target in ("value", "A"):
             return self.full[2:].copy()
         names, _, _ = self.free(target)
         full = dict(zip(("A", "R0", "lb", "m"), self.full, strict=True))
@@ -208,33 +231,47 @@ def _threshold(fit: SigmoidFit, level: float) -> tuple[float, bool]:
 
 
 def _scan(problem, target, estimate, step, bound, direction, thr, stat_of, at_x):
-    """Walk from the estimate toward ``bound`` until the statistic crosses ``thr``."""
-    from scipy.optimize import brentq
+    """Find where the profile statistic crosses ``thr`` between the estimate and ``bound``.
 
-    z_prev = problem.start(target)
-    v_prev = estimate
+    The signed root of the statistic is close to linear in the parameter (exactly so for a linear
+    model), so a safeguarded secant on it, started at the Wald end point, lands in a few profile
+    evaluations; while no evaluation has crossed, the step grows until one does or the bound is
+    reached (an open side). The end point is found to a thousandth of the threshold's root.
+    """
+    root_thr = math.sqrt(thr)
+    z_near = problem.start(target)
+    inside_v, inside_r = estimate, 0.0  # furthest point known to be inside the interval
+    outside_v, outside_r = None, None  # nearest point known to be outside
     trace = []
+    v = estimate + direction * root_thr * step
     for _ in range(60):
-        v = v_prev + direction * step
         hit_bound = (v - bound) * direction >= 0
         if hit_bound:
             v = bound
-        rss, z = problem.profile_point(target, v, z_prev, at_x)
+        rss, z = problem.profile_point(target, v, z_near, at_x)
         stat = stat_of(rss)
         trace.append((v, rss, stat))
-        if stat >= thr:
-
-            def excess(u, z_start=z_prev):
-                return stat_of(problem.profile_point(target, u, z_start, at_x)[0]) - thr
-
-            # the crossing to a thousandth of the last step: far below the interval's own noise
-            root = brentq(excess, v_prev, v, xtol=1e-3 * abs(v - v_prev), rtol=1e-10)
-            return root, False, trace
-        if hit_bound:
-            return bound, True, trace
-        v_prev, z_prev = v, z
-        step *= 1.6
-    return v_prev, True, trace
+        r = math.sqrt(max(stat, 0.0))
+        if abs(r - root_thr) <= 1e-3 * root_thr:
+            return v, False, trace
+        if r < root_thr:
+            if hit_bound:
+                return bound, True, trace
+            inside_v, inside_r, z_near = v, r, z
+        else:
+            outside_v, outside_r = v, r
+        if outside_v is None:
+            # secant from the last two inside points, at least 1.5x further (never stalls)
+            slope = (r - 0.0) / abs(v - estimate) if v != estimate else 0.0
+            reach = (root_thr / slope) if slope > 0 else 2.0 * abs(v - estimate)
+            v = estimate + direction * max(reach, 1.5 * abs(v - estimate))
+        else:
+            # regula falsi between the bracket's ends, kept strictly inside the bracket
+            frac = (root_thr - inside_r) / (outside_r - inside_r)
+            frac = min(max(frac, 0.05), 0.95)
+            v = inside_v + frac * (outside_v - inside_v)
+    end = inside_v if outside_v is None else 0.5 * (inside_v + outside_v)
+    return end, outside_v is None, trace
 
 
 def _one(problem, fit, target, level, thr, known, at_x=None, estimate=None, scale=None):
@@ -266,7 +303,7 @@ def _one(problem, fit, target, level, thr, known, at_x=None, estimate=None, scal
     hi_b = min(hi_b, 1e6) if math.isinf(hi_b) else hi_b
     if not (math.isfinite(step) and step > 0):
         step = 0.05 * (1 + abs(est))
-    step = max(step * 0.5, 1e-9 * (1 + abs(est)))
+    step = max(step, 1e-9 * (1 + abs(est)))
     ends, opens, traces = [], [], []
     for direction, bound in ((-1, lo_b), (+1, hi_b)):
         if (est - bound) * -direction <= 0:  # estimate already on this bound

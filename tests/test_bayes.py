@@ -79,14 +79,15 @@ def test_same_seed_same_draws(fit):
 def test_known_and_binomial_noise(curve):
     c, y = curve
     known = fit_sigmoid(c, y, sigma=np.full(c.size, 0.01), absolute_sigma=True)
-    p = known.posterior(seed=2, progress=False)
+    small = dict(progress=False, n_ensembles=2)  # two ensembles: still > 2,000 ESS, half the cost
+    p = known.posterior(seed=2, **small)
     assert p.noise_model == "known" and np.all(p.noise == 1)
     for name in ("A", "B", "C_mid"):
         assert p.samples[name].std() == pytest.approx(known.stderr[name], rel=0.10), name
     # binomial sd of 16,000 evaluations at p ~ 0.5 is 0.004, far below the 0.01 noise here:
     # the posterior must be much narrower than with the noise fitted
     plain = fit_sigmoid(c, y)
-    binom = plain.posterior(seed=2, progress=False, noise="binomial", n_eval=16000)
+    binom = plain.posterior(seed=2, noise="binomial", n_eval=16000, **small)
     assert binom.samples["A"].std() < 0.6 * plain.stderr["A"]
     lo, hi = binom.predict_interval([16000.0], 0.9, prediction=True, seed=0)
     assert 0 <= lo[0] < hi[0] <= 1
@@ -101,7 +102,10 @@ def test_priors_are_stated_and_overridable(fit, post):
     assert post.priors["B"].kind == "loguniform" and post.priors["C_mid"].kind == "loguniform"
     # a tight prior on B (mean 1.5, sd 0.02) overrides the data's B ~ 2.0
     tight = fit.posterior(
-        seed=3, progress=False, priors={"B": Prior("lognormal", mu=np.log(1.5), sd=0.02)}
+        seed=3,
+        progress=False,
+        n_ensembles=2,
+        priors={"B": Prior("lognormal", mu=np.log(1.5), sd=0.02)},
     )
     assert tight.samples["B"].median() == pytest.approx(1.5, rel=0.05)
     with pytest.raises(RLCurvesError, match="unknown prior kind"):
@@ -147,7 +151,7 @@ def test_block_move_never_mixes_ensembles():
 
 
 def test_forecast_with_mcmc(fit):
-    fc = forecast(fit, [8000.0, 32000.0], method="mcmc", seed=0, progress=False)
+    fc = forecast(fit, [8000.0, 32000.0], method="mcmc", seed=0, progress=False, n_ensembles=2)
     assert fc.method == "mcmc" and fc.samples.shape[1] == 2
     assert np.all(fc.lower < fc.mean) and np.all(fc.mean < fc.upper)
     assert np.all(fc.prediction_lower < fc.lower) and np.all(fc.prediction_upper <= 1)

@@ -73,13 +73,20 @@ def test_early_run_gives_asymmetric_and_open_intervals(early_fit):
 
 
 def test_curve_value_profile(easy_fit, early_fit):
-    # inside the data on the easy curve: the delta-method t interval
+    # inside the data on the easy curve: the delta-method t interval (linear regime, 5%)
     at = np.array([3000.0, 12000.0])
-    lo, hi = profile_prediction(easy_fit, at, level=0.9)
-    mean = easy_fit.predict(at)
-    assert np.all(lo < mean) and np.all(mean < hi)
     fc = forecast(easy_fit, at, method="profile", progress=False)
-    np.testing.assert_allclose([fc.lower, fc.upper], [lo, hi])
+    p = easy_fit.params
+    h = 1e-6
+    grads = []
+    for name in ("A", "B", "C_mid", "R0"):
+        q = dict(p, **{name: p[name] * (1 + h)})
+        grads.append((sigmoid(at, **q) - sigmoid(at, **p)) / (p[name] * h))
+    g = np.array(grads).T
+    se = np.sqrt(np.einsum("ki,ij,kj->k", g, easy_fit.cov.to_numpy(), g))
+    half = student_t.ppf(0.95, easy_fit.dof) * se
+    np.testing.assert_allclose(fc.upper - fc.lower, 2 * half, rtol=0.05)
+    assert np.all(fc.lower < fc.mean) and np.all(fc.mean < fc.upper)
     assert fc.samples is None and np.all(fc.prediction_lower < fc.lower)
     # extrapolating an early run: the interval widens and stays inside [0, 1]
     lo2, hi2 = profile_prediction(early_fit, [8000.0, 16000.0], level=0.9)
