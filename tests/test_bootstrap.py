@@ -140,7 +140,7 @@ def test_guard_catches_resamples_in_another_basin():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_sigmoid(c, y, min_compute=1500, r0=0.3)
-    subset = bootstrap(fit, 600, seed=1, progress=False, guard="subset")
+    subset = bootstrap(fit, 600, seed=1, progress=False, guard="screen")
     full = bootstrap(fit, 600, seed=1, progress=False, guard="all")
     bare = bootstrap(fit, 600, seed=1, progress=False, guard="none")
     assert full.info["basin_switches"] > 0
