@@ -81,7 +81,7 @@ grid = np.linspace(1500, 16_000, 400)
 for name, df in runs.items():
     ax.scatter(df["compute"], df["reward"], s=8, alpha=0.5, color=colors[name])
     ax.plot(grid, fits[name].predict(grid), color=colors[name], lw=2, label=name)
-ax.axvspan(0, 1500, color="0.9", lw=0, label="excluded from the fits")
+ax.axvspan(0, 1500, color="0.9", lw=0, zorder=0, label="excluded from the fits")
 ax.set(xlabel="compute (GPU-hours)", ylabel="validation pass rate")
 ax.set_title("SIMULATED leave-one-out variants", fontsize=10)
 ax.legend(fontsize=8, loc="lower right")
