@@ -568,22 +568,28 @@ def warm_solve(x, y, w, r0, bounds: Bounds, params: dict, info: dict) -> BatchSo
     active = np.ones(k, dtype=bool)
     converged = np.zeros(k, dtype=bool)
     eye = np.eye(len(cols))
-    J = np.empty((k, n, 4))
+    J_buffer = np.empty((len(cols), k, n))
     for _ in range(60):
         idx = np.flatnonzero(active)
         if idx.size == 0:
             break
         Pa, sa, ra, wa = P[idx], s_all[idx], r_all[idx], w[idx]
-        # Jacobian of the weighted curve in (A, R0, log B, m); one exp per iteration (reused s)
-        Ja = J[: idx.size]
-        gain_b = (Pa[:, 0:1] - Pa[:, 1:2]) * np.exp(Pa[:, 2:3]) * sa * (1.0 - sa) * wa
-        Ja[..., 0] = sa * wa
-        Ja[..., 1] = (1.0 - sa) * wa
-        Ja[..., 2] = gain_b * (dx_base[idx] - Pa[:, 3:4])
-        Ja[..., 3] = -gain_b
-        Jc = Ja[..., cols]
-        JtJ = np.einsum("kni,knj->kij", Jc, Jc)
-        g = np.einsum("kni,kn->ki", Jc, ra)
+        # Jacobian of the weighted curve in (A, R0, log B, m), one contiguous (rows, n) block per
+        # parameter; one exp per iteration (s is reused from the last accepted step)
+        Jc = J_buffer[:, : idx.size]  # (p, rows, n)
+        one_minus = 1.0 - sa
+        gain_b = (Pa[:, 0:1] - Pa[:, 1:2]) * np.exp(Pa[:, 2:3]) * wa
+        gain_b *= sa
+        gain_b *= one_minus
+        np.multiply(sa, wa, out=Jc[0])
+        j = 1
+        if free_r0:
+            np.multiply(one_minus, wa, out=Jc[1])
+            j = 2
+        np.multiply(gain_b, dx_base[idx] - Pa[:, 3:4], out=Jc[j])
+        np.negative(gain_b, out=Jc[j + 1])
+        JtJ = np.einsum("ikn,jkn->kij", Jc, Jc)
+        g = np.einsum("ikn,kn->ki", Jc, ra)
         diag = np.diagonal(JtJ, axis1=1, axis2=2)
         H = JtJ + lam[idx, None, None] * (diag[:, None, :] * eye + 1e-300)
         with np.errstate(all="ignore"):
@@ -654,13 +660,19 @@ def coarse_grid(x: np.ndarray, y: np.ndarray, w: np.ndarray, r0: float | None):
     lb, m = lb.ravel(), m.ravel()
     S = fraction_of_gain(x[None, :], np.exp(lb)[:, None], m[:, None])  # (G, n)
     w2 = w * w
+    S2 = S * S
+
+    def moment(a, b):
+        # a plain loop contraction: small, and free of BLAS threads fighting on a busy machine
+        return np.einsum("kn,gn->kg", a, b)
+
     with np.errstate(divide="ignore", invalid="ignore"):
         if r0 is not None:
             d = y - r0
-            a = (w2 * d) @ S.T
-            rss = np.sum(w2 * d * d, axis=1)[:, None] - a * a / (w2 @ (S * S).T)
+            a = moment(w2 * d, S)
+            rss = np.sum(w2 * d * d, axis=1)[:, None] - a * a / moment(w2, S2)
         else:
-            svv, sv, svy = w2 @ (S * S).T, w2 @ S.T, (w2 * y) @ S.T
+            svv, sv, svy = moment(w2, S2), moment(w2, S), moment(w2 * y, S)
             tw, ty = w2.sum(axis=1)[:, None], (w2 * y).sum(axis=1)[:, None]
             suu, suv, suy = tw - 2 * sv + svv, sv - svv, ty - svy
             det = suu * svv - suv * suv
