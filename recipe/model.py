@@ -307,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--train-prompts", type=int, default=20000, help="pool to draw them from")
     parser.add_argument("--val-prompts", type=int, default=500, help="held out (never drawn)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     train, val = split_problems(args.digits, args.train_prompts, args.val_prompts, args.seed)
