@@ -1,7 +1,7 @@
 """Bootstrap the sigmoid fit: resampling schemes refitted in one vectorized solve.
 
-Every scheme keeps the compute grid of the fit fixed, so a thousand resamples are a single batched
-call of :func:`rlcurves.solver.solve_batch` (in chunks), not a loop of fits:
+Every scheme keeps the compute grid of the fit fixed (pairs and runs become integer multiplicities
+in the weights), so a thousand resamples are one batched solve, not a loop of fits:
 
 - ``residual``: centred, degrees-of-freedom-rescaled residuals drawn with replacement and added to
   the fitted curve (one run, independent noise; the default).
@@ -11,14 +11,16 @@ call of :func:`rlcurves.solver.solve_batch` (in chunks), not a loop of fits:
   length is chosen from the data by the Politis-White (2004, corrected 2009) rule.
 - ``ar1``: a parametric (sieve) bootstrap: AR(1) noise with the residuals' variance and a
   bias-corrected lag-1 autocorrelation (slow run-level drift).
-- ``calibrated``: ``ar1`` with its spread around the estimate inflated by a factor calibrated
-  on simulated runs (the default of :func:`rlcurves.forecast`; see ``benchmarks/calibration.py``).
+- ``calibrated``: ``ar1`` with its spread around the estimate inflated by level-wise factors
+  calibrated on simulated runs (the default of :func:`rlcurves.forecast`; see
+  ``benchmarks/calibration.py``).
 - ``pairs``: points drawn with replacement, as integer multiplicities in the weights.
 - ``run``: whole runs (seeds) drawn with replacement when the data pool several runs.
 
-Each resample is warm-started at the original optimum; a second, grid-started solve of every
-resample guards against an optimum in another basin, and the lower residual sum of squares wins
-(see ``guard`` in :func:`bootstrap`).
+Each resample is refitted from the original optimum by a batched Levenberg-Marquardt with the
+analytic Jacobian (:func:`warm_solve`); resamples that stop on a bound or fail go to the bounded
+variable-projection solver (:func:`rlcurves.solver.solve_batch`). A guard catches optima in
+another basin, which a warm start would miss (see ``guard`` in :func:`bootstrap`).
 """
 
 from __future__ import annotations
