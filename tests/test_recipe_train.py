@@ -181,3 +181,35 @@ def test_every_switch_trains(tmp_path, init_dir, switches):
 
     init = load_file(init_dir / "model.safetensors")
     assert any(not torch.equal(state[k].float(), init[k].float()) for k in init)
+
+
+def test_sigkilled_process_resumes(tmp_path, init_dir):
+    import os
+    import signal
+    import time
+
+    cfg_path = tmp_path / "tiny.yaml"
+    cfg_path.write_text(C.to_yaml(tiny_cfg(init_dir, steps=60, checkpoint_every=4)))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "recipe.train", "--config", str(cfg_path), "--out", str(out)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log = out / "log.jsonl"
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and sum(1 for _ in log.open()) >= 15:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = max(r["step"] for r in read_log(log) if r["kind"] == "train")
+
+    done = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_log(log)
+    keys = [(r["kind"], r["step"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert [s for k, s in keys if k == "train"] == list(range(1, 61))
+    hours = [r["gpu_hours"] for r in rows]
+    assert hours == sorted(hours)
+    assert killed_at < 60
