@@ -164,3 +164,19 @@ def test_generator_versions_weights_and_seed(tiny):
     assert all(c.logprobs[0] == pytest.approx(-math.log(16)) for g in b for c in g)
     # the generator holds a copy: the trainer's model is untouched by the push
     assert model.lm_head.weight.abs().sum() > 0
+
+
+def test_warm_up_is_seeded_and_deterministic(tmp_path):
+    from safetensors.torch import load_file
+
+    from recipe.model import warm_up
+    from recipe.task import split_problems
+
+    pool, _ = split_problems(3, 200, 10, seed=0)
+    kw = {"n_layer": 1, "hidden": 32, "heads": 4, "intermediate": 64, "steps": 5, "batch": 16}
+    a = load_file(warm_up(tmp_path / "a", mix=0.25, pool=pool, seed=3, **kw) / "model.safetensors")
+    b = load_file(warm_up(tmp_path / "b", mix=0.25, pool=pool, seed=3, **kw) / "model.safetensors")
+    c = load_file(warm_up(tmp_path / "c", mix=0.25, pool=pool, seed=4, **kw) / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+    assert not (tmp_path / "a.tmp").exists()
