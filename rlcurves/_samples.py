@@ -63,9 +63,8 @@ def parameter_samples(
 
         result = bootstrap(fit, n, kind=kind, seed=seed, progress=False)
         draws = result.samples[list(PARAM_NAMES)].reset_index(drop=True)
-        return inflate(
-            draws, fit.params, inflation_factor(getattr(result, "inflation", 1.0), level)
-        )
+        factor = inflation_factor(getattr(result, "inflation", 1.0), level)
+        return inflate(draws, fit.params, factor, bounds=fit.bounds)
     if method == "normal":
         return normal_samples(fit, n, seed=seed)
     raise RLCurvesError(f"unknown sampling method {method!r}; choose one of {list(SAMPLE_METHODS)}")

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
+from tqdm.auto import tqdm
 
 from ._data import resolve_xy
 from ._samples import parameter_samples, tails
@@ -137,6 +138,7 @@ def backtest(
     n_samples: int = 1000,
     seed: int | None = 0,
     label: str | None = None,
+    progress: bool = True,
 ) -> Backtest:
     """Refit a finished run on growing prefixes and score the forecasts of its final value.
 
@@ -161,6 +163,8 @@ def backtest(
         Random seed.
     label : str, optional
         Name carried by the fits.
+    progress : bool
+        Show a progress bar over the prefixes (each one is a fit plus its bootstrap).
 
     Returns
     -------
@@ -182,7 +186,7 @@ def backtest(
     full = _quiet(fit_sigmoid, c, r, **kw)
     truth_value, truth_A = float(full.predict(final)), full.A
     rows, fits = [], {}
-    for f in sorted(fractions):
+    for f in tqdm(sorted(fractions), desc="backtest", disable=not progress, leave=False):
         fit_to = f * final
         row: dict[str, Any] = {"fraction": f, "fit_to": fit_to, "final_fit": truth_value}
         row["observed"] = float(r[last])
@@ -218,7 +222,8 @@ def backtest(
             covered=bool(fc.lower <= truth_value <= fc.upper),
             covered_observed=bool(fc.prediction_lower <= r[last] <= fc.prediction_upper),
             A_covered=bool(a_lo <= truth_A <= a_hi),
-            note=fit.message if not fit.converged else "",
+            # a converged fit can still leave a parameter unidentified or on a bound: say so
+            note="" if fit.message.startswith("converged:") else fit.message,
         )
         rows.append(row)
     table = pd.DataFrame(rows, columns=COLUMNS)

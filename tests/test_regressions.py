@@ -1,0 +1,35 @@
+"""Regression tests named after the bugs they pin."""
+
+import warnings
+
+import numpy as np
+
+from rlcurves import backtest, fit_sigmoid, sigmoid
+from rlcurves._samples import parameter_samples
+
+
+def test_calibrated_parameter_draws_respect_pass_rate_bounds():
+    # bug: inflated bootstrap draws of A went above 1 (2% of draws, A_upper 1.065 in compare)
+    c = np.arange(400, 20001, 400.0)
+    r = sigmoid(c, 0.645, 1.7, 10909, 0.3) + np.random.default_rng(1).normal(0, 0.01, c.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, r, min_compute=1500)
+        draws = parameter_samples(fit, 400, seed=0)
+    assert draws["A"].between(0, 1).all() and draws["R0"].between(0, 1).all()
+
+
+def test_backtest_notes_an_unidentified_converged_prefix():
+    # bug: a prefix whose fit converged with A on its bound and every parameter poorly identified
+    # got an empty note, so the backtest table showed its forecast without a caveat
+    from rlcurves.datasets import load_example
+
+    df = load_example("simulated_scalerl_8b")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bt = backtest(
+            "compute", "reward", data=df, fractions=(0.25,), min_compute=1500, progress=False
+        )
+        early = fit_sigmoid("compute", "reward", data=df, min_compute=1500, max_compute=4000)
+    note = bt.table["note"].iloc[0]
+    assert (note != "") == (not early.message.startswith("converged:"))
