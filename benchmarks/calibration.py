@@ -302,7 +302,7 @@ def main(argv=None):
     ap.add_argument("--boot", type=int, default=None, help="bootstrap resamples per run")
     args = ap.parse_args(argv)
     n_runs = args.runs or (40 if args.quick else 200)
-    n_boot = args.boot or (200 if args.quick else 400)
+    n_boot = args.boot or (200 if args.quick else 300)
     single = ["residual", "block", "ar1", "ar1+early", "profile", "mcmc"]
     t0 = time.perf_counter()
     out = {
