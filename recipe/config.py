@@ -37,8 +37,8 @@ class Config:
         0.9, "retire prompts whose pass rate reaches this; null = off"
     )
     fp32_head: bool = _f(True, "LM head in FP32 in generator and trainer")
-    generator: str = _f("torch", "rollout engine: torch | vllm (vllm: part 2)")
-    mode: str = _f("sync", "sync | pipeline | ppo-off-policy (the last two: part 2)")
+    generator: str = _f("torch", "rollout engine: torch | vllm (vllm needs the vllm package)")
+    mode: str = _f("sync", "sync | pipeline (PipelineRL-k) | ppo-off-policy (PPO-off-policy-k)")
     max_lag: int = _f(8, "k of PipelineRL-k / PPO-off-policy-k (unused in sync mode)")
     seed: int = _f(0, "seed of data split, model init, sampling")
     # --- task and data ---
@@ -83,7 +83,6 @@ CHOICES = {
     "mode": ("sync", "pipeline", "ppo-off-policy"),
     "dtype": ("float32", "bfloat16"),
 }
-IMPLEMENTED = {"generator": ("torch",), "mode": ("sync",)}
 POSITIVE = (
     "eps_max", "max_lag", "digits", "train_prompts", "val_prompts", "val_samples_per_prompt",
     "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
@@ -141,12 +140,6 @@ def validate(cfg: Config) -> Config:
         if value not in allowed:
             raise ConfigError(
                 f"config key {name!r} = {value!r} is not allowed; choose one of {list(allowed)}"
-            )
-    for name, ready in IMPLEMENTED.items():
-        if getattr(cfg, name) not in ready:
-            raise ConfigError(
-                f"config key {name!r} = {getattr(cfg, name)!r}: not implemented yet: part 2 "
-                f"(available now: {list(ready)})"
             )
     for name in POSITIVE:
         if getattr(cfg, name) <= 0:

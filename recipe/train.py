@@ -1,11 +1,17 @@
-"""The ScaleRL reference trainer (synchronous): read it top to bottom.
+"""The ScaleRL reference trainer: read it top to bottom.
 
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo --resume
 
 One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
 them with the verifier, drop zero-variance prompts, compute advantages, take one AdamW step on the
-policy loss, push the new weights to the generator. Evaluation (mean@n pass rate on the held-out
+policy loss, push the new weights to the generator. Where the batch comes from depends on
+``mode`` (see recipe/pipeline.py): ``sync`` generates it right then; ``ppo-off-policy``
+generates ``max_lag`` batches with frozen weights every ``max_lag`` steps; ``pipeline``
+(PipelineRL-k) takes it from a queue that a background producer fills while the trainer trains,
+with tokens at most ``max_lag`` policy versions old. ``generator`` picks the engine: ``torch``
+(in-process sampler) or ``vllm`` (recipe/generate_vllm.py; the pipeline pushes weights into the
+running engine mid-generation). Evaluation (mean@n pass rate on the held-out
 set) runs every ``eval_every`` steps and at step 0.
 
 Output in ``--out``: ``config.yaml`` (the resolved config), ``log.jsonl`` (one JSON object per
@@ -40,6 +46,14 @@ from recipe.curriculum import PromptPool
 from recipe.generate import Completion, TorchGenerator
 from recipe.loss import policy_loss
 from recipe.model import completion_logprobs, encode, load_policy, save_policy, warm_up
+from recipe.pipeline import (
+    Batch,
+    GeneratorFailed,
+    OffPolicyRollouts,
+    PipelineRollouts,
+    SharedPool,
+    version_stats,
+)
 from recipe.task import Problem, reward, split_problems
 
 # keys that may change between a run and its --resume (they do not change what is learned)
@@ -66,16 +80,10 @@ def pad_right(rows: Sequence[Sequence[float]], width: int) -> torch.Tensor:
 
 
 def train_step(
-    cfg: Config, model, tokenizer, generator, optimizer, pool, prompt_ids, problems, step
+    cfg: Config, model, tokenizer, batch: Batch, optimizer, pool, prompt_ids, problems, step
 ) -> dict:
-    """One synchronous RL step; returns the train log fields (before accounting)."""
-    idx = pool.next_batch(cfg.prompts_per_step)
-    groups = generator.generate(
-        [prompt_ids[i] for i in idx],
-        cfg.generations,
-        max_new_tokens=cfg.max_new_tokens,
-        temperature=cfg.temperature,
-    )
+    """One RL update on ``batch``; returns the train log fields (before accounting)."""
+    idx, groups = batch.indices, batch.groups
     flat = [c for g in groups for c in g]
     rewards = torch.tensor(
         [score(tokenizer, c, problems[i]) for i, g in zip(idx, groups, strict=True) for c in g]
@@ -99,6 +107,7 @@ def train_step(
         "truncation_fraction": sum(c.truncated for c in flat) / len(flat),
         "prompts_filtered": len(idx) - len(group_ids[keep].unique()),
         "pool_size": pool.pool_size,
+        **version_stats(groups, trainer_version=step - 1),
         "loss": None,
         "clip_fraction": None,
         "rho_mean": None,
@@ -142,7 +151,6 @@ def train_step(
             # a NaN/inf loss must never reach the weights (nor AdamW's moments)
             row["skipped_update"] = True
         optimizer.zero_grad(set_to_none=True)
-    generator.push_weights(model.state_dict(), version=step)
     return row
 
 
@@ -160,6 +168,34 @@ def evaluate(cfg: Config, evaluator, tokenizer, val_ids, val_problems, step) -> 
         for g, p in zip(groups, val_problems[lo : lo + chunk], strict=True):
             total += sum(score(tokenizer, c, p) for c in g)
     return total / (len(val_ids) * cfg.val_samples_per_prompt)
+
+
+def make_generator(cfg: Config, model, tokenizer, init: Path, max_model_len: int):
+    """The rollout engine: the in-process torch sampler, or vLLM on the ``init`` folder."""
+    if cfg.generator == "torch":
+        return TorchGenerator(
+            model, fp32_head=cfg.fp32_head, seed=cfg.seed + 1,
+            eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id,
+        )  # fmt: skip
+    # imported here: vllm is optional (and starts engine processes: callers need a main guard)
+    from recipe.generate_vllm import AsyncVLLMGenerator, VLLMGenerator
+
+    engine = AsyncVLLMGenerator if cfg.mode == "pipeline" else VLLMGenerator
+    return engine(
+        init, fp32_head=cfg.fp32_head, dtype=cfg.dtype, seed=cfg.seed + 1,
+        max_model_len=max_model_len,
+    )  # fmt: skip
+
+
+def make_rollouts(cfg: Config, generator, pool, prompt_ids, first_step: int):
+    """The rollout source of ``cfg.mode`` (recipe/pipeline.py)."""
+    if cfg.mode == "pipeline":
+        return PipelineRollouts(
+            generator, pool, prompt_ids, cfg, cfg.max_lag,
+            first_step=first_step, version=first_step - 1,
+        )  # fmt: skip
+    k = cfg.max_lag if cfg.mode == "ppo-off-policy" else 1
+    return OffPolicyRollouts(generator, pool, prompt_ids, cfg, k)
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
@@ -201,12 +237,17 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=cfg.adam_eps,
         weight_decay=cfg.weight_decay,
     )  # fmt: skip
-    pool = PromptPool(len(train_problems), cfg.seed, cfg.positive_threshold)
+    pool = SharedPool(PromptPool(len(train_problems), cfg.seed, cfg.positive_threshold))
     train_ids = encode(tokenizer, train_problems)
     val_ids = encode(tokenizer, val_problems)
-    gen_kw = {"eos_id": tokenizer.eos_token_id, "pad_id": tokenizer.pad_token_id}
-    generator = TorchGenerator(model, fp32_head=cfg.fp32_head, seed=cfg.seed + 1, **gen_kw)
-    evaluator = TorchGenerator(model, fp32_head=cfg.fp32_head, seed=cfg.seed + 2, **gen_kw)
+    max_len = max(map(len, train_ids + val_ids)) + cfg.max_new_tokens
+    generator = make_generator(cfg, model, tokenizer, Path(init), max_len)
+    # evaluation always uses the torch sampler: it needs no second engine
+    evaluator = TorchGenerator(
+        model, fp32_head=cfg.fp32_head, seed=cfg.seed + 2,
+        eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id,
+    )  # fmt: skip
+    rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
 
     start, wall, samples_total, tokens_total = 0, 0.0, 0, 0
     if state is not None:
@@ -214,7 +255,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         optimizer.load_state_dict(state["optimizer"])
         pool.load_state_dict(state["pool"])
         generator.push_weights(model.state_dict(), version=state["step"])
-        generator.rng.set_state(state["sampler_rng"])
+        if rng is not None and state["sampler_rng"] is not None:
+            rng.set_state(state["sampler_rng"])
         start, wall = state["step"], state["wall_seconds"]
         samples_total, tokens_total = state["samples_total"], state["tokens_total"]
         with open(log_path, "r+b") as f:
@@ -240,24 +282,34 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
 
     if start == 0:
         write(eval_row(0))
+    rollouts = make_rollouts(cfg, generator, pool, train_ids, first_step=start + 1)
     bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", disable=None, initial=start,
                total=cfg.steps)  # fmt: skip
     try:
         for step in bar:
             t0 = time.perf_counter()
+            gen_idle0, waited0 = rollouts.generator_idle.seconds(), rollouts.trainer_wait
+            batch = rollouts.next_batch(step)  # raises GeneratorFailed if the generator died
             row = train_step(
-                cfg, model, tokenizer, generator, optimizer, pool, train_ids, train_problems, step
+                cfg, model, tokenizer, batch, optimizer, pool, train_ids, train_problems, step
             )
-            wall += time.perf_counter() - t0
+            rollouts.push(model.state_dict(), version=step)  # a failed push raises: stop
+            elapsed = time.perf_counter() - t0
+            wall += elapsed
             samples_total += row["samples"]
             tokens_total += row["tokens"]
             write({
                 "kind": "train", "step": step, "gpu_hours": wall / 3600 * cfg.devices,
                 "wall_seconds": wall, **row,
+                "generator_idle_fraction":
+                    min(1.0, (rollouts.generator_idle.seconds() - gen_idle0) / elapsed),
+                "trainer_idle_fraction": (rollouts.trainer_wait - waited0) / elapsed,
                 "samples_total": samples_total, "tokens_total": tokens_total,
             })  # fmt: skip
             if step % cfg.eval_every == 0 or step == cfg.steps:
+                rollouts.hold()  # the pipeline's producer starts no new batch meanwhile
                 ev = eval_row(step)
+                rollouts.release()
                 write(ev)
                 bar.set_postfix(val=f"{ev['val_pass_rate']:.3f}")
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
@@ -266,13 +318,15 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                     "step": step, "wall_seconds": wall, "samples_total": samples_total,
                     "tokens_total": tokens_total, "log_bytes": log.tell(),
                     "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "pool": pool.state_dict(), "sampler_rng": generator.rng.get_state(),
+                    "pool": pool.state_dict(),
+                    "sampler_rng": rng.get_state() if rng is not None else None,
                 })  # fmt: skip
             if stop_after is not None and step >= stop_after:
                 return
         if start < cfg.steps or not (out / "final" / "config.json").exists():
             save_policy(model, tokenizer, out / "final")
     finally:
+        rollouts.close()
         log.close()
         generator.close()
         evaluator.close()
@@ -282,7 +336,9 @@ def _epilog() -> str:
     lines = [
         "log.jsonl: kind=train rows (step, gpu_hours, wall_seconds, samples, tokens, train_reward,",
         "  loss, entropy, clip_fraction, rho_mean, rho_max, truncation_fraction, prompts_filtered,",
-        "  pool_size, skipped_update, grad_norm, lr, samples_total, tokens_total) and kind=eval",
+        "  pool_size, skipped_update, grad_norm, lr, lag_min, lag_mean, lag_max (policy versions",
+        "  between the trainer and the batch's tokens), mixed_version_samples, generator_idle_",
+        "  fraction, trainer_idle_fraction, samples_total, tokens_total) and kind=eval",
         "  rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
         "  val_samples_per_prompt).",
         "  Rewards are 0/1 (exact answer + EOS); val_pass_rate is mean@n in [0, 1].",
@@ -297,7 +353,8 @@ def _epilog() -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m recipe.train",
-        description="ScaleRL reference trainer (synchronous, torch generator). Writes "
+        description="ScaleRL reference trainer (modes sync | pipeline | ppo-off-policy; "
+        "generators torch | vllm). Writes "
         "OUT/config.yaml and OUT/log.jsonl (kind=train per step, kind=eval per evaluation).",
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -345,7 +402,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         cfg = resolve_config(args)
     except ConfigError as err:
         raise SystemExit(f"config error: {err}") from None
-    run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+    try:
+        run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+    except GeneratorFailed as err:
+        raise SystemExit(
+            f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "
+            "fix the cause and continue with --resume"
+        ) from None
 
 
 if __name__ == "__main__":

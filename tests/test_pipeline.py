@@ -1,0 +1,266 @@
+"""PipelineRL-k and PPO-off-policy-k with the torch generator (main .venv, no vLLM).
+
+Two levels: the rollout sources of recipe/pipeline.py against a fake generator (admission and
+pushes, exactly), and the trainer end to end in each mode (lag bounds, versions, failures,
+resume). The vLLM engine's in-flight pushes are tested in tests/test_pipeline_vllm.py.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from recipe import config as C
+from recipe import train as T
+from recipe.curriculum import PromptPool
+from recipe.generate import Completion, TorchGenerator
+from recipe.model import warm_up
+from recipe.pipeline import (
+    GeneratorFailed,
+    OffPolicyRollouts,
+    PipelineRollouts,
+    SharedPool,
+    version_stats,
+)
+
+
+def read_log(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+@pytest.fixture(scope="module")
+def init_dir(tmp_path_factory):
+    torch.set_num_threads(1)
+    return warm_up(tmp_path_factory.mktemp("init"), steps=30, seed=0)
+
+
+def tiny_cfg(init, **extra):
+    values = {
+        "init": str(init), "train_prompts": 300, "val_prompts": 16, "val_samples_per_prompt": 2,
+        "steps": 8, "prompts_per_step": 4, "generations": 4, "eval_every": 4,
+        "checkpoint_every": 2, "threads": 1, "zero_variance_filter": False,
+    }  # fmt: skip
+    values.update(extra)
+    return C.from_dict(values)
+
+
+# --------------------------------------------------------------------------- fake generator
+
+
+class FakeGenerator:
+    """Records pushes; every completion is one token stamped with the current version."""
+
+    def __init__(self) -> None:
+        self.version = 0
+        self.calls = 0
+        self.pushes: list[int] = []
+
+    def generate(self, prompts, n, *, max_new_tokens, temperature=1.0):
+        self.calls += 1
+        return [[Completion([1], [-0.5], [self.version], False)] * n for _ in prompts]
+
+    def push_weights(self, state_dict, version):
+        self.pushes.append(version)
+        self.version = version
+
+    def close(self):
+        pass
+
+
+def fake_cfg(steps=20):
+    return SimpleNamespace(
+        steps=steps, prompts_per_step=2, generations=3, max_new_tokens=4, temperature=1.0
+    )
+
+
+def wait_until(predicate, timeout=30.0):
+    end = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < end, "condition not reached"
+        time.sleep(0.01)
+
+
+def test_pipeline_admission_bounds_the_lag_exactly():
+    k = 3
+    gen = FakeGenerator()
+    pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
+    src = PipelineRollouts(gen, pool, [[5]] * 50, fake_cfg(), k, first_step=1, version=0)
+    try:
+        # with version 0 published, the batches for steps 1..k+1 may start, and no more
+        wait_until(lambda: src.batches.qsize() == k + 1)
+        time.sleep(0.3)  # give an unbounded producer the chance to overshoot
+        assert src.batches.qsize() == k + 1 and gen.calls == k + 1
+        weights = {"w": torch.zeros(2)}
+        for step in range(1, 12):
+            batch = src.next_batch(step)
+            stats = version_stats(batch.groups, trainer_version=step - 1)
+            assert 0 <= stats["lag_min"] <= stats["lag_max"] <= k
+            if step > k + 1:  # the producer was held back, so it got the newest weights
+                assert stats["lag_max"] == k
+            src.push(weights, version=step)
+            # each published version admits exactly one more batch
+            wait_until(lambda s=step: gen.calls == min(s + k + 1, 20))
+        # the torch generator loads parked weights only between generate calls, in order
+        assert gen.pushes == sorted(gen.pushes) and gen.pushes[-1] >= 8
+    finally:
+        src.close()
+    assert not src.thread.is_alive()
+
+
+def test_pipeline_hold_stops_new_batches():
+    gen = FakeGenerator()
+    pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
+    src = PipelineRollouts(gen, pool, [[5]] * 50, fake_cfg(), 2, first_step=1, version=0)
+    try:
+        wait_until(lambda: gen.calls == 3)
+        src.hold()
+        src.next_batch(1)
+        src.push({"w": torch.zeros(1)}, version=1)
+        time.sleep(0.3)
+        assert gen.calls == 3  # held: the admitted batch for step 4 waits
+        src.release()
+        wait_until(lambda: gen.calls == 4)
+    finally:
+        src.close()
+
+
+def test_off_policy_rounds_are_frozen_then_pushed_once():
+    k = 4
+    gen = FakeGenerator()
+    pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
+    src = OffPolicyRollouts(gen, pool, [[5]] * 50, fake_cfg(steps=10), k)
+    lags = []
+    for step in range(1, 11):
+        batch = src.next_batch(step)
+        lags.append(version_stats(batch.groups, step - 1)["lag_max"])
+        src.push({"w": torch.zeros(1)}, version=step)
+    assert lags == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]  # k updates per frozen round, last one cut
+    assert gen.pushes == [4, 8]  # one push per round, never within one
+    assert gen.calls == 10
+
+
+def test_a_failed_push_is_never_silent():
+    class BadPush(FakeGenerator):
+        def push_weights(self, state_dict, version):
+            raise RuntimeError("size mismatch for lm_head.weight")
+
+    pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
+    src = OffPolicyRollouts(BadPush(), pool, [[5]] * 50, fake_cfg(), 1)
+    src.next_batch(1)
+    src.push({"w": torch.zeros(1)}, version=1)
+    with pytest.raises(GeneratorFailed, match=r"weight push of policy version 1 failed.*lm_head"):
+        src.next_batch(2)
+    src = PipelineRollouts(BadPush(), pool, [[5]] * 50, fake_cfg(), 0, first_step=1, version=0)
+    try:
+        src.next_batch(1)
+        src.push({"w": torch.zeros(1)}, version=1)
+        with pytest.raises(GeneratorFailed, match="weight push of policy version 1 failed"):
+            src.next_batch(2)
+    finally:
+        src.close()
+
+
+def test_version_stats_counts_mixed_completions():
+    groups = [
+        [Completion([1, 2, 3], [0.0] * 3, [4, 4, 5], False)],
+        [Completion([1, 2], [0.0] * 2, [5, 5], False), Completion([1], [0.0], [3], True)],
+    ]
+    stats = version_stats(groups, trainer_version=6)
+    assert stats == {"lag_min": 1, "lag_mean": 10 / 6, "lag_max": 3, "mixed_version_samples": 1}
+
+
+# --------------------------------------------------------------------------- the trainer
+
+
+def test_pipeline_mode_trains_within_the_lag_bound(tmp_path, init_dir):
+    k = 2
+    T.run(tiny_cfg(init_dir, mode="pipeline", max_lag=k, steps=10, eval_every=5), tmp_path)
+    rows = read_log(tmp_path / "log.jsonl")
+    train = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train] == list(range(1, 11))
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 5, 10]
+    oldest = [r["step"] - 1 - r["lag_max"] for r in train]  # oldest token version per batch
+    for r in train:
+        assert 0 <= r["lag_min"] <= r["lag_mean"] <= r["lag_max"] <= k
+        assert r["mixed_version_samples"] == 0  # the torch sampler cannot switch mid-sequence
+        assert 0 <= r["generator_idle_fraction"] <= 1 and 0 <= r["trainer_idle_fraction"] <= 1
+        assert not r["skipped_update"] and r["rho_mean"] is not None
+    assert oldest == sorted(oldest) and oldest[-1] >= 10 - 1 - k  # versions advance
+    assert (tmp_path / "final" / "model.safetensors").exists()
+
+
+def test_ppo_off_policy_takes_k_updates_per_frozen_batch(tmp_path, init_dir):
+    k = 3
+    # weight decay moves the weights every step even when all advantages are 0 (weak init)
+    cfg = tiny_cfg(
+        init_dir, mode="ppo-off-policy", max_lag=k, steps=7, lr=1e-2, lr_warmup_steps=1,
+        weight_decay=1.0,
+    )  # fmt: skip
+    T.run(cfg, tmp_path)
+    train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    assert [r["lag_min"] for r in train] == [0, 1, 2, 0, 1, 2, 0]
+    assert [r["lag_max"] for r in train] == [0, 1, 2, 0, 1, 2, 0]
+    # pi_train / pi_gen is 1 right after a round's push (the push landed) and moves off 1 once
+    # the trainer is ahead of the frozen generator (lag >= 1)
+    assert all(abs(r["rho_max"] - 1) < 1e-4 for r in train if r["lag_max"] == 0)
+    assert any(abs(r["rho_max"] - 1) > 1e-4 for r in train if r["lag_max"] > 0)
+
+
+def test_sync_mode_has_zero_lag(tmp_path, init_dir):
+    T.run(tiny_cfg(init_dir, steps=3, eval_every=3), tmp_path)
+    train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    assert all(r["lag_max"] == 0 and r["mixed_version_samples"] == 0 for r in train)
+
+
+@pytest.mark.parametrize("mode", ["pipeline", "ppo-off-policy", "sync"])
+def test_a_dying_generator_stops_the_run_cleanly_and_it_resumes(
+    tmp_path, init_dir, monkeypatch, mode
+):
+    real = TorchGenerator.generate
+    calls = {"n": 0}
+
+    def dies_on_the_fifth_call(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise MemoryError("sampler ran out of memory")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TorchGenerator, "generate", dies_on_the_fifth_call)
+    cfg = tiny_cfg(init_dir, mode=mode, max_lag=2, eval_every=100)
+    config_file = tmp_path / "cfg.yaml"
+    config_file.write_text(C.to_yaml(cfg))
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit, match=r"generator failed: MemoryError(.|\n)*--resume"):
+        T.main(["--config", str(config_file), "--out", str(out)])
+    rows = read_log(out / "log.jsonl")  # every line still parses
+    steps = [r["step"] for r in rows if r["kind"] == "train"]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) < cfg.steps
+    assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] >= 2
+
+    monkeypatch.setattr(TorchGenerator, "generate", real)
+    T.main(["--config", str(config_file), "--out", str(out), "--resume"])
+    rows = read_log(out / "log.jsonl")
+    keys = [(r["kind"], r["step"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert [s for k, s in keys if k == "train"] == list(range(1, cfg.steps + 1))
+    hours = [r["gpu_hours"] for r in rows]
+    assert hours == sorted(hours)
+
+
+def test_pipeline_run_resumes_after_a_kill(tmp_path, init_dir):
+    cfg = tiny_cfg(init_dir, mode="pipeline", max_lag=2, steps=6, eval_every=3)
+    T.run(cfg, tmp_path, stop_after=3)  # checkpoint at step 2, rows up to 3
+    T.run(cfg, tmp_path, resume=True)
+    rows = read_log(tmp_path / "log.jsonl")
+    keys = [(r["kind"], r["step"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    assert [s for k, s in keys if k == "train"] == [1, 2, 3, 4, 5, 6]
+    assert [s for k, s in keys if k == "eval"] == [0, 3, 6]
+    for r in rows:
+        if r["kind"] == "train":
+            assert r["lag_max"] <= 2
