@@ -54,6 +54,9 @@ class Config:
     intermediate: int = _f(512, "MLP size of the built model")
     warmup_sft_steps: int = _f(300, "supervised warm-up steps (carry-free + warmup_mix share)")
     warmup_mix: float = _f(0.25, "share of full-distribution problems in warm-up batches")
+    warmup_target: float | None = _f(
+        None, "stop the warm-up once its sampled pass rate reaches this; null = run all steps"
+    )
     dtype: str = _f("float32", "parameter/compute dtype of the model body: float32 | bfloat16")
     # --- RL loop ---
     steps: int = _f(1000, "RL steps (optimizer updates)")
@@ -152,6 +155,10 @@ def validate(cfg: Config) -> Config:
         raise ConfigError(
             f"config key 'positive_threshold' must be in (0, 1] or null (off), "
             f"got {cfg.positive_threshold!r}"
+        )
+    if cfg.warmup_target is not None and not 0 < cfg.warmup_target <= 1:
+        raise ConfigError(
+            f"config key 'warmup_target' must be in (0, 1] or null, got {cfg.warmup_target!r}"
         )
     if cfg.warmup_mix > 1:
         raise ConfigError(f"config key 'warmup_mix' must be in [0, 1], got {cfg.warmup_mix!r}")

@@ -234,13 +234,18 @@ def warm_up(
     lr: float = 1e-3,
     mix: float = 0.0,
     pool: Sequence[Problem] = (),
+    target: float | None = None,
+    probe_every: int = 50,
     seed: int = 0,
 ) -> Path:
     """Build the seeded tiny model, train it on carry-free problems, save it to ``out``.
 
     A share ``mix`` of each batch is drawn instead from ``pool`` (the training prompts, full
-    distribution), so that the model has seen carries without mastering them. Deterministic for a
-    given seed and thread count. Returns the folder.
+    distribution), so that the model has seen carries without mastering them. With ``target``,
+    training stops at the first multiple of ``probe_every`` steps where the sampled pass rate on
+    256 pool prompts (8 samples each) reaches ``target`` (``steps`` is then a cap): seeds reach a
+    given pass rate at quite different step counts. Deterministic for a given seed and thread
+    count. Returns the folder.
     """
     out = Path(out)
     tokenizer = build_tokenizer()
@@ -248,8 +253,8 @@ def warm_up(
     data = easy_problems(digits, steps * batch, seed + 1)
     gen = torch.Generator().manual_seed(seed + 3)
     n_hard = round(mix * batch)
-    if n_hard and not pool:
-        raise ValueError("warm-up mix > 0 needs the training pool to draw full problems from")
+    if (n_hard or target is not None) and not pool:
+        raise ValueError("warm-up mix > 0 or a target needs the training pool (pool=...)")
     for i in range(steps if n_hard else 0):
         picks = torch.randint(0, len(pool), (n_hard,), generator=gen).tolist()
         data[i * batch : i * batch + n_hard] = [pool[j] for j in picks]
@@ -261,6 +266,9 @@ def warm_up(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if target is not None and (i + 1) % probe_every == 0:
+            if sampled_pass_rate(model, tokenizer, pool[:256], digits + 2, seed) >= target:
+                break
     model.eval()
     # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
     tmp = out.with_name(out.name + ".tmp")
@@ -269,6 +277,28 @@ def warm_up(
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out
+
+
+def sampled_pass_rate(
+    model, tokenizer, problems: Sequence[Problem], max_new_tokens: int, seed: int, n: int = 8
+) -> float:
+    """Mean 0/1 reward of ``n`` samples (temperature 1) per problem, with a seeded sampler."""
+    from recipe.generate import TorchGenerator
+
+    gen = TorchGenerator(
+        model, eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, fp32_head=True,
+        seed=seed,
+    )  # fmt: skip
+    total = 0.0
+    for group, p in zip(
+        gen.generate(encode(tokenizer, problems), n, max_new_tokens=max_new_tokens),
+        problems,
+        strict=True,
+    ):
+        for c in group:
+            body = c.tokens if c.truncated else c.tokens[:-1]
+            total += reward(tokenizer.decode(body), p.answer, not c.truncated)
+    return total / (n * len(problems))
 
 
 def greedy_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_tokens: int) -> float:
@@ -303,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", required=True, help="folder for the Hugging Face checkpoint")
     parser.add_argument("--digits", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300, help="warm-up optimizer steps")
+    parser.add_argument(
+        "--target", type=float, help="stop once the sampled pass rate reaches this (steps = cap)"
+    )
     parser.add_argument("--mix", type=float, default=0.25, help="share of full problems per batch")
     parser.add_argument("--train-prompts", type=int, default=20000, help="pool to draw them from")
     parser.add_argument("--val-prompts", type=int, default=500, help="held out (never drawn)")
@@ -312,8 +345,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     train, val = split_problems(args.digits, args.train_prompts, args.val_prompts, args.seed)
     out = warm_up(
-        args.out, digits=args.digits, steps=args.steps, mix=args.mix, pool=train, seed=args.seed
-    )
+        args.out, digits=args.digits, steps=args.steps, mix=args.mix, pool=train,
+        target=args.target, seed=args.seed,
+    )  # fmt: skip
     model, tok = load_policy(out)
     easy = easy_problems(args.digits, 500, args.seed + 2)
     print(

@@ -112,6 +112,7 @@ def train_step(
         "clip_fraction": None,
         "rho_mean": None,
         "rho_max": None,
+        "fresh_logprob_mismatch": None,
         "grad_norm": None,
         "skipped_update": False,
     }
@@ -137,6 +138,11 @@ def train_step(
             eps_low=cfg.eps_low, eps_high=cfg.eps_high,
         )  # fmt: skip
         row.update(loss=loss.item(), **diag)
+        # generator/trainer mismatch on the tokens sampled by the trainer's own version: with
+        # no policy change in between, anything here is numerics (what the FP32 head controls)
+        fresh = pad_right([[v == step - 1 for v in flat[k].versions] for k in kept], mask.shape[1])
+        gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
+        row["fresh_logprob_mismatch"] = gap.max().item() if gap.numel() else None
         optimizer.zero_grad(set_to_none=True)
         if torch.isfinite(loss):
             loss.backward()
@@ -230,7 +236,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             warm_up(
                 init, digits=cfg.digits, n_layer=cfg.n_layer, hidden=cfg.hidden, heads=cfg.heads,
                 intermediate=cfg.intermediate, steps=cfg.warmup_sft_steps, mix=cfg.warmup_mix,
-                pool=train_problems, seed=cfg.seed,
+                pool=train_problems, target=cfg.warmup_target, seed=cfg.seed,
             )  # fmt: skip
     model, tokenizer = load_policy(init, cfg.dtype, cfg.fp32_head)
     optimizer = torch.optim.AdamW(
@@ -337,9 +343,10 @@ def _epilog() -> str:
         "log.jsonl: kind=train rows (step, gpu_hours, wall_seconds, samples, tokens, train_reward,",
         "  loss, entropy, clip_fraction, rho_mean, rho_max, truncation_fraction, prompts_filtered,",
         "  pool_size, skipped_update, grad_norm, lr, lag_min, lag_mean, lag_max (policy versions",
-        "  between the trainer and the batch's tokens), mixed_version_samples, generator_idle_",
-        "  fraction, trainer_idle_fraction, samples_total, tokens_total) and kind=eval",
-        "  rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
+        "  between the trainer and the batch's tokens), mixed_version_samples,",
+        "  fresh_logprob_mismatch (max |log pi_train - log pi_gen| over lag-0 tokens),",
+        "  generator_idle_fraction, trainer_idle_fraction, samples_total, tokens_total) and",
+        "  kind=eval rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
         "  val_samples_per_prompt).",
         "  Rewards are 0/1 (exact answer + EOS); val_pass_rate is mean@n in [0, 1].",
         "",

@@ -72,3 +72,9 @@ def test_unknown_keys_suggest(tmp_path):
 
 def test_config_error_is_value_error():
     assert issubclass(ConfigError, ValueError)
+
+
+def test_warmup_target_range():
+    assert C.load(None, ["warmup_target=0.16"]).warmup_target == 0.16
+    with pytest.raises(ConfigError, match="'warmup_target'"):
+        C.load(None, ["warmup_target=0"])

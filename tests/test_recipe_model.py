@@ -180,3 +180,21 @@ def test_warm_up_is_seeded_and_deterministic(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert not all(torch.equal(a[k], c[k]) for k in a)
     assert not (tmp_path / "a.tmp").exists()
+
+
+def test_warm_up_target_stops_at_the_first_probe_that_reaches_it(tmp_path):
+    from safetensors.torch import load_file
+
+    from recipe.model import warm_up
+    from recipe.task import split_problems
+
+    pool, _ = split_problems(3, 300, 10, seed=0)
+    kw = {"n_layer": 1, "hidden": 32, "heads": 4, "intermediate": 64, "batch": 16, "mix": 0.25}
+    early = warm_up(tmp_path / "e", steps=10, target=0.0, probe_every=2, pool=pool, **kw)
+    two = warm_up(tmp_path / "t", steps=2, pool=pool, **kw)
+    ten = warm_up(tmp_path / "f", steps=10, target=1.0, probe_every=2, pool=pool, **kw)
+    a, b, c = (load_file(d / "model.safetensors") for d in (early, two, ten))
+    assert all(torch.equal(a[k], b[k]) for k in a)  # stopped after step 2
+    assert not all(torch.equal(a[k], c[k]) for k in a)  # an unreachable target runs all steps
+    with pytest.raises(ValueError, match="pool"):
+        warm_up(tmp_path / "x", steps=2, target=0.5, **{k: v for k, v in kw.items() if k != "mix"})
