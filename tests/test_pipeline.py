@@ -215,6 +215,8 @@ def test_sync_mode_has_zero_lag(tmp_path, init_dir):
     T.run(tiny_cfg(init_dir, steps=3, eval_every=3), tmp_path)
     train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
     assert all(r["lag_max"] == 0 and r["mixed_version_samples"] == 0 for r in train)
+    # same weights in sampler and trainer: only numerics (KV-cached vs full forward) differ
+    assert all(r["fresh_logprob_mismatch"] < 1e-4 for r in train)
 
 
 @pytest.mark.parametrize("mode", ["pipeline", "ppo-off-policy", "sync"])
