@@ -260,20 +260,26 @@ def warm_up(
         data[i * batch : i * batch + n_hard] = [pool[j] for j in picks]
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     model.train()
+    done, probes = 0, []
     for i in tqdm(range(steps), desc="warm-up", leave=False, disable=None):
         loss = sft_step_loss(model, tokenizer, data[i * batch : (i + 1) * batch])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        if target is not None and (i + 1) % probe_every == 0:
-            if sampled_pass_rate(model, tokenizer, pool[:256], digits + 2, seed) >= target:
+        done = i + 1
+        if target is not None and done % probe_every == 0:
+            probes.append((done, sampled_pass_rate(model, tokenizer, pool[:256], digits + 2, seed)))
+            if probes[-1][1] >= target:
                 break
     model.eval()
     # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     save_policy(model, tokenizer, tmp)
+    record = {"steps_done": done, "steps_max": steps, "mix": mix, "target": target,
+              "probes": probes, "seed": seed}  # fmt: skip
+    (tmp / "warmup.json").write_text(json.dumps(record, indent=1))
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out

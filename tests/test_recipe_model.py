@@ -195,6 +195,7 @@ def test_warm_up_target_stops_at_the_first_probe_that_reaches_it(tmp_path):
     ten = warm_up(tmp_path / "f", steps=10, target=1.0, probe_every=2, pool=pool, **kw)
     a, b, c = (load_file(d / "model.safetensors") for d in (early, two, ten))
     assert all(torch.equal(a[k], b[k]) for k in a)  # stopped after step 2
+    assert json.loads((early / "warmup.json").read_text())["steps_done"] == 2
     assert not all(torch.equal(a[k], c[k]) for k in a)  # an unreachable target runs all steps
     with pytest.raises(ValueError, match="pool"):
         warm_up(tmp_path / "x", steps=2, target=0.5, **{k: v for k, v in kw.items() if k != "mix"})
