@@ -45,6 +45,16 @@ def train(out: Path, overrides: list[str]) -> list[dict]:
     return [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
 
 
+def _mean(values) -> float | None:
+    v = [x for x in values if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def _median(values) -> float | None:
+    v = sorted(x for x in values if x is not None)
+    return v[len(v) // 2] if v else None
+
+
 def summarize(rows: list[dict]) -> dict:
     train = [r for r in rows if r["kind"] == "train"]
     evals = [r for r in rows if r["kind"] == "eval"]
@@ -59,6 +69,8 @@ def summarize(rows: list[dict]) -> dict:
         "trainer_idle_fraction": sum(r["trainer_idle_fraction"] for r in train) / len(train),
         "lag_max": max(r["lag_max"] for r in train),
         "mixed_version_samples": sum(r["mixed_version_samples"] for r in train),
+        "clip_fraction_mean": _mean(r["clip_fraction"] for r in train),
+        "rho_max_median": _median(r["rho_max"] for r in train),
         "train_reward_last_quarter": sum(r["train_reward"] for r in tail) / len(tail),
         "val_pass_rate_start": evals[0]["val_pass_rate"],
         "val_pass_rate_end": evals[-1]["val_pass_rate"],
