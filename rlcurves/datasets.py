@@ -26,9 +26,23 @@ _EXAMPLES = {
 }
 
 
+# Real runs of the reference trainer (recipe/), read with read_log from rlcurves/data/runs/NAME/.
+_RUNS = {
+    "recipe_cpu_demo_seed0": (
+        "REAL run of the reference trainer: python -m recipe.train --config "
+        "recipe/configs/cpu_demo.yaml --set seed=0 (3-digit addition, 0.8M-parameter Llama, full "
+        "ScaleRL recipe, synchronous, torch sampler, 1000 steps); compute = wall-clock hours on a "
+        "shared 2-core CPU x 1 device, so machine load stretches the axis"
+    ),
+    "recipe_cpu_demo_seed1": (
+        "REAL run of the reference trainer, as recipe_cpu_demo_seed0 with --set seed=1"
+    ),
+}
+
+
 def list_examples() -> list[str]:
-    """Names of the bundled example runs."""
-    return sorted(_EXAMPLES)
+    """Names of the bundled example runs (``simulated_*`` are simulated, ``recipe_*`` real)."""
+    return sorted([*_EXAMPLES, *_RUNS])
 
 
 def load_example(name: str) -> pd.DataFrame:
@@ -45,6 +59,8 @@ def load_example(name: str) -> pd.DataFrame:
         Columns ``compute``, ``reward`` plus the file's own columns; ``attrs`` has ``source``,
         ``description``, ``compute_unit`` and ``simulated``.
     """
+    if name in _RUNS:
+        return _load_run(name)
     if name not in _EXAMPLES:
         raise RLCurvesError(f"no example named {name!r}; available: {list_examples()}")
     filename, compute_col, reward_col, description = _EXAMPLES[name]
@@ -57,6 +73,21 @@ def load_example(name: str) -> pd.DataFrame:
         description=description,
         compute_unit="GPU-hours",
         simulated=name.startswith("simulated"),
+        name=name,
+    )
+    return df
+
+
+def _load_run(name: str) -> pd.DataFrame:
+    from .logs import read_log
+
+    folder = resources.files("rlcurves.data").joinpath("runs", name)
+    with resources.as_file(folder) as path:
+        df = read_log(path)
+    df.attrs.update(
+        description=_RUNS[name],
+        compute_unit="GPU-hours",
+        simulated=False,
         name=name,
     )
     return df
