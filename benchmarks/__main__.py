@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 
 # fit speed and sweeps; bootstrap and MCMC against their loops; forecast calibration; trainer modes
-SUITES = ["bench_fit", "bench_uncertainty", "calibration"]
+SUITES = ["bench_fit", "bench_uncertainty", "calibration", "bench_pipeline"]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -22,7 +23,18 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.only or SUITES:
         print(f"\n==== {name} ====", flush=True)
         module = importlib.import_module(f"benchmarks.{name}")
-        module.main(["--quick"] if args.quick else [])
+        argv = ["--quick"] if args.quick and name != "bench_pipeline" else []
+        if name == "bench_pipeline":
+            if importlib.util.find_spec("vllm") is None:
+                # vLLM lives in .venv-vllm (scripts/install_vllm_cpu.sh); say so, don't hide it
+                print(
+                    "vllm is not importable here: trainer modes measured with the torch "
+                    "generator; run `.venv-vllm/bin/python -m benchmarks.bench_pipeline` for vLLM"
+                )
+                argv = ["--generator", "torch"]
+            if args.quick:
+                argv += ["--steps", "20"]
+        module.main(argv)
 
 
 if __name__ == "__main__":
