@@ -138,9 +138,14 @@ def train_step(
             eps_low=cfg.eps_low, eps_high=cfg.eps_high,
         )  # fmt: skip
         row.update(loss=loss.item(), **diag)
-        # generator/trainer mismatch on the tokens sampled by the trainer's own version: with
-        # no policy change in between, anything here is numerics (what the FP32 head controls)
-        fresh = pad_right([[v == step - 1 for v in flat[k].versions] for k in kept], mask.shape[1])
+        # generator/trainer mismatch on completions sampled entirely by the trainer's own
+        # version: no policy change, no stale KV, so anything here is numerics (what the FP32
+        # head controls). Mixed completions are excluded: after an in-flight push their tokens
+        # come from new weights over KV of old ones, which the trainer's forward never sees.
+        fresh = pad_right(
+            [[set(flat[k].versions) == {step - 1}] * len(flat[k].versions) for k in kept],
+            mask.shape[1],
+        )
         gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
         row["fresh_logprob_mismatch"] = gap.max().item() if gap.numel() else None
         optimizer.zero_grad(set_to_none=True)
@@ -344,7 +349,8 @@ def _epilog() -> str:
         "  loss, entropy, clip_fraction, rho_mean, rho_max, truncation_fraction, prompts_filtered,",
         "  pool_size, skipped_update, grad_norm, lr, lag_min, lag_mean, lag_max (policy versions",
         "  between the trainer and the batch's tokens), mixed_version_samples,",
-        "  fresh_logprob_mismatch (max |log pi_train - log pi_gen| over lag-0 tokens),",
+        "  fresh_logprob_mismatch (max |log pi_train - log pi_gen| over completions wholly",
+        "  sampled by the trainer's own version),",
         "  generator_idle_fraction, trainer_idle_fraction, samples_total, tokens_total) and",
         "  kind=eval rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
         "  val_samples_per_prompt).",
