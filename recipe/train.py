@@ -291,12 +291,13 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             "val_samples_per_prompt": cfg.val_samples_per_prompt,
         }  # fmt: skip
 
-    if start == 0:
-        write(eval_row(0))
-    rollouts = make_rollouts(cfg, generator, pool, train_ids, first_step=start + 1)
-    bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", disable=None, initial=start,
-               total=cfg.steps)  # fmt: skip
+    rollouts = None
     try:
+        if start == 0:
+            write(eval_row(0))
+        rollouts = make_rollouts(cfg, generator, pool, train_ids, first_step=start + 1)
+        bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", disable=None, initial=start,
+                   total=cfg.steps)  # fmt: skip
         for step in bar:
             t0 = time.perf_counter()
             gen_idle0, waited0 = rollouts.generator_idle.seconds(), rollouts.trainer_wait
@@ -337,7 +338,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         if start < cfg.steps or not (out / "final" / "config.json").exists():
             save_policy(model, tokenizer, out / "final")
     finally:
-        rollouts.close()
+        if rollouts is not None:
+            rollouts.close()
         log.close()
         generator.close()
         evaluator.close()
