@@ -25,6 +25,7 @@ from scipy.optimize import minimize_scalar
 from ._data import resolve_xy
 from .errors import RLCurvesError
 from .model import power_law
+from .result import gaussian_aic, gaussian_bic
 
 POWER_LAW_EQUATION = "R(C) = A - D / C^B"
 _LOG_B_RANGE = (math.log(1e-3), math.log(20.0))
@@ -89,12 +90,12 @@ class PowerLawFit:
     @property
     def aic(self) -> float:
         """Akaike information criterion (k = 3 curve parameters + the noise variance)."""
-        return self.n * math.log(max(self.rss, 1e-300) / self.n) + 2 * 4
+        return gaussian_aic(self.rss, self.n, 4)
 
     @property
     def bic(self) -> float:
         """Bayesian information criterion (k = 4, as :attr:`aic`)."""
-        return self.n * math.log(max(self.rss, 1e-300) / self.n) + 4 * math.log(self.n)
+        return gaussian_bic(self.rss, self.n, 4)
 
     def predict(self, compute: ArrayLike) -> np.ndarray | float:
         """The fitted power law at ``compute`` (``-inf`` at C = 0, where the form diverges)."""

@@ -123,14 +123,12 @@ class SigmoidFit:
     @property
     def aic(self) -> float:
         """Akaike information criterion of the Gaussian likelihood (noise variance profiled out)."""
-        k = len(self.free_params) + 1
-        return self.n * math.log(max(self.rss, 1e-300) / self.n) + 2 * k
+        return gaussian_aic(self.rss, self.n, len(self.free_params) + 1)
 
     @property
     def bic(self) -> float:
         """Bayesian information criterion, as :attr:`aic` with ``k log n``."""
-        k = len(self.free_params) + 1
-        return self.n * math.log(max(self.rss, 1e-300) / self.n) + k * math.log(self.n)
+        return gaussian_bic(self.rss, self.n, len(self.free_params) + 1)
 
     # ---- using the curve --------------------------------------------------------------------
     def predict(self, compute: ArrayLike) -> np.ndarray | float:
@@ -313,6 +311,16 @@ class SigmoidFit:
         from .bayes import posterior
 
         return posterior(self, seed=seed, progress=progress, **kwargs)
+
+
+def gaussian_aic(rss: float, n: int, k: int) -> float:
+    """AIC of a least-squares fit with Gaussian noise, variance profiled out (``k`` counts it)."""
+    return n * math.log(max(rss, 1e-300) / n) + 2 * k
+
+
+def gaussian_bic(rss: float, n: int, k: int) -> float:
+    """BIC of a least-squares fit with Gaussian noise, variance profiled out (``k`` counts it)."""
+    return n * math.log(max(rss, 1e-300) / n) + k * math.log(n)
 
 
 def _sqrt_or_flag(v: float) -> float:
