@@ -338,7 +338,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(f"    whole-run fit at the end: {float(full.predict(end)):.3f} (A {full.A:.3f})")
     target = args.target if args.target is not None else math.floor(fit.A * 100) / 100 - 0.01
     print(f"\n[[Compute to target]]\n    {fit.compute_to_reach(target, level=0.9, seed=0)}")
-    others = [n for n in list_examples() if n != args.example]
+    # compare with the other runs of the same family only (one compute axis, one task)
+    others = [n for n in list_examples(group=df.attrs["group"]) if n != args.example]
     if others:
         from .compare import compare
 

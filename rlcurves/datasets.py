@@ -40,9 +40,21 @@ _RUNS = {
 }
 
 
-def list_examples() -> list[str]:
-    """Names of the bundled example runs (``simulated_*`` are simulated, ``recipe_*`` real)."""
-    return sorted([*_EXAMPLES, *_RUNS])
+def list_examples(group: str | None = None) -> list[str]:
+    """Names of the bundled example runs (``simulated_*`` are simulated, ``recipe_*`` real).
+
+    Parameters
+    ----------
+    group : str, optional
+        Only the runs of one family, comparable with each other on one compute axis:
+        ``"simulated"`` or ``"recipe_cpu_demo"`` (a run's family is ``attrs["group"]``).
+    """
+    names = sorted([*_EXAMPLES, *_RUNS])
+    return [n for n in names if group is None or _group(n) == group]
+
+
+def _group(name: str) -> str:
+    return "simulated" if name in _EXAMPLES else "recipe_cpu_demo"
 
 
 def load_example(name: str) -> pd.DataFrame:
@@ -74,6 +86,7 @@ def load_example(name: str) -> pd.DataFrame:
         compute_unit="GPU-hours",
         simulated=name.startswith("simulated"),
         name=name,
+        group=_group(name),
     )
     return df
 
@@ -89,5 +102,6 @@ def _load_run(name: str) -> pd.DataFrame:
         compute_unit="GPU-hours",
         simulated=False,
         name=name,
+        group=_group(name),
     )
     return df

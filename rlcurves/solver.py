@@ -315,9 +315,11 @@ def gauss_newton_polish(theta, A, R0, x, y, w, r0, bounds, *, steps: int = 3):
             dR0 = np.zeros_like(dA)
         new_theta = theta + np.stack([dlb, dm], axis=-1)
         new_A, new_R0 = A + dA, R0 + dR0
-        s_new = fraction_of_gain(x, np.exp(new_theta[:, 0])[:, None], new_theta[:, 1][:, None])
-        r_new = w * (y - new_R0[:, None] - (new_A - new_R0)[:, None] * s_new)
-        cost_new = np.sum(r_new * r_new, axis=-1)
+        # a wild step (near-singular J) may overflow; its cost is then not finite and it is dropped
+        with np.errstate(over="ignore", invalid="ignore"):
+            s_new = fraction_of_gain(x, np.exp(new_theta[:, 0])[:, None], new_theta[:, 1][:, None])
+            r_new = w * (y - new_R0[:, None] - (new_A - new_R0)[:, None] * s_new)
+            cost_new = np.sum(r_new * r_new, axis=-1)
         keep = inside & np.isfinite(cost_new) & (cost_new <= cost)
         keep &= (new_A >= bounds.A[0]) & (new_A <= bounds.A[1])
         keep &= (new_R0 >= bounds.R0[0]) & (new_R0 <= bounds.R0[1])

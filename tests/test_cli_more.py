@@ -142,7 +142,9 @@ def test_demo_compares_several_examples(tmp_path, capsys, monkeypatch):
             df = df.assign(reward=df["reward"] - 0.05)
         return df
 
-    monkeypatch.setattr(datasets, "list_examples", lambda: ["simulated_scalerl_8b", "other"])
+    monkeypatch.setattr(
+        datasets, "list_examples", lambda group=None: ["simulated_scalerl_8b", "other"]
+    )
     monkeypatch.setattr(datasets, "load_example", load)
     assert main(["demo", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

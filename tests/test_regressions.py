@@ -33,3 +33,22 @@ def test_backtest_notes_an_unidentified_converged_prefix():
         early = fit_sigmoid("compute", "reward", data=df, min_compute=1500, max_compute=4000)
     note = bt.table["note"].iloc[0]
     assert (note != "") == (not early.message.startswith("converged:"))
+
+
+def test_demo_compares_only_runs_of_the_same_family(tmp_path, capsys):
+    # bug: `rlcurves demo` fitted every bundled example with the simulated run's 1.5k GPU-hour
+    # window, and the real CPU runs (0.4 GPU-hours in all) had no point left in it
+    from rlcurves.cli import main
+
+    assert main(["demo", "--out", str(tmp_path)]) == 0
+    assert "recipe_cpu_demo" not in capsys.readouterr().out
+
+
+def test_real_run_demo_has_no_overflow_warning(tmp_path, capsys):
+    # bug: a wild Gauss-Newton polish step overflowed exp() (a RuntimeWarning, an error under the
+    # suite's filterwarnings) while comparing the two real CPU runs
+    from rlcurves.cli import main
+
+    args = ["demo", "--example", "recipe_cpu_demo_seed0", "--min-compute", "0"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    assert "[[Comparison]] baseline recipe_cpu_demo_seed0" in capsys.readouterr().out
