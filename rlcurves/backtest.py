@@ -21,6 +21,7 @@ from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from ._data import resolve_xy
+from ._format import format_compute
 from ._samples import parameter_samples, tails
 from .errors import RLCurvesError
 from .result import SigmoidFit
@@ -90,18 +91,20 @@ class Backtest:
     def summary(self) -> str:
         """The table in words."""
         lines = [
-            f"[[Backtest]] forecast of the value at C = {self.final_compute:,.0f} from prefixes "
+            f"[[Backtest]] forecast of the value at C = {format_compute(self.final_compute)} "
+            "from prefixes "
             f"({self.level:.0%} {self.method} intervals); whole-run fit there "
             f"{self.full.predict(self.final_compute):.3f}, A {self.full.A:.3f}"
         ]
         lines.append("    fit to        forecast [interval]           error    A [interval]")
         for _, r in self.table.iterrows():
             if not np.isfinite(r["forecast"]):
-                lines.append(f"    {r['fit_to']:>9,.0f}     {r['note']}")
+                lines.append(f"    {format_compute(r['fit_to']):>9}     {r['note']}")
                 continue
             mark = "" if r["covered"] else "  (missed)"
             lines.append(
-                f"    {r['fit_to']:>9,.0f}     {r['forecast']:.3f} [{r['forecast_lower']:.3f}, "
+                f"    {format_compute(r['fit_to']):>9}     {r['forecast']:.3f} "
+                f"[{r['forecast_lower']:.3f}, "
                 f"{r['forecast_upper']:.3f}]    {r['error']:+.3f}   {r['A']:.3f} "
                 f"[{r['A_lower']:.3f}, {r['A_upper']:.3f}]{mark}"
             )

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ._format import format_compute
 from .errors import RLCurvesError
 from .fit import fit_sigmoid
 
@@ -158,7 +159,10 @@ def _forecast_lines(fc, observed: dict[float, float] | None = None) -> list[str]
         m = np.atleast_1d(fc.mean)[i]
         lo, hi = np.atleast_1d(fc.lower)[i], np.atleast_1d(fc.upper)[i]
         plo, phi = np.atleast_1d(fc.prediction_lower)[i], np.atleast_1d(fc.prediction_upper)[i]
-        line = f"    {c:>12,.0f}  {m:>8.3f}  [{lo:.3f}, {hi:.3f}]    [{plo:.3f}, {phi:.3f}]"
+        line = (
+            f"    {format_compute(c):>12}  {m:>8.3f}  [{lo:.3f}, {hi:.3f}]    "
+            f"[{plo:.3f}, {phi:.3f}]"
+        )
         if observed and float(c) in observed:
             line += f"   observed {observed[float(c)]:.3f}"
         lines.append(line)
@@ -314,8 +318,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     end = float(df["compute"].max())
     half = end / 2
     print(
-        f"Fit on the first half of the budget ({args.min_compute:,.0f} <= C <= {half:,.0f} of "
-        f"{end:,.0f} GPU-hours), forecast the end.\n"
+        f"Fit on the first half of the budget ({format_compute(args.min_compute)} <= C <= "
+        f"{format_compute(half)} of "
+        f"{format_compute(end)} GPU-hours), forecast the end.\n"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

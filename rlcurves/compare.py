@@ -26,6 +26,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
+from ._format import format_compute
 from ._samples import SampleMethod, parameter_samples, tails
 from .errors import RLCurvesError
 from .model import PARAM_NAMES, sigmoid
@@ -85,10 +86,11 @@ class Crossover:
         return float(self.compute)
 
     def __str__(self) -> str:
-        up = "beyond the range" if math.isinf(self.upper) else f"{self.upper:,.0f}"
+        up = "beyond the range" if math.isinf(self.upper) else format_compute(self.upper)
         return (
-            f"{self.leader_after} overtakes {self.leader_before} at C = {self.compute:,.0f} "
-            f"[{self.lower:,.0f}, {up}] ({self.level:.0%}; ahead at the range end in "
+            f"{self.leader_after} overtakes {self.leader_before} at "
+            f"C = {format_compute(self.compute)} "
+            f"[{format_compute(self.lower)}, {up}] ({self.level:.0%}; ahead at the range end in "
             f"{self.p_cross:.0%} of draws)"
         )
 

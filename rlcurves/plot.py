@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._format import format_compute
 from .model import sigmoid
 
 if TYPE_CHECKING:
@@ -22,11 +23,6 @@ if TYPE_CHECKING:
 
 # Okabe-Ito: distinguishable with the common forms of colour blindness.
 PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
-
-
-def _compute_str(value: float) -> str:
-    # GPU-hours in the thousands print as 2,542; a CPU demo's 0.121 or FLOPs' 3.2e+21 keep digits
-    return f"{value:,.0f}" if 100 <= abs(value) < 1e7 else f"{value:.3g}"
 
 
 def _axes(ax: Axes | None, figsize=(6.4, 4.2)) -> tuple[Figure, Axes]:
@@ -186,7 +182,7 @@ def plot_fit(
     ax.set_xlabel(compute_label)
     ax.set_ylabel(reward_label)
     ax.set_title(
-        f"A={fit.A:.3f}  B={fit.B:.2f}  C_mid={_compute_str(fit.C_mid)}  R0={fit.R0:.3f}",
+        f"A={fit.A:.3f}  B={fit.B:.2f}  C_mid={format_compute(fit.C_mid)}  R0={fit.R0:.3f}",
         fontsize=10,
     )
     ax.grid(alpha=0.3)

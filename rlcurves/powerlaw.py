@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 from scipy.optimize import minimize_scalar
 
 from ._data import resolve_xy
+from ._format import format_compute
 from .errors import RLCurvesError
 from .model import power_law
 from .result import gaussian_aic, gaussian_bic
@@ -327,9 +328,9 @@ class ModelComparison:
         """The comparison in words and numbers."""
         t = self.table.set_index("model")
         lines = [
-            f"[[Model comparison]] fit up to C = {self.split_compute:,.0f}, forecast "
+            f"[[Model comparison]] fit up to C = {format_compute(self.split_compute)}, forecast "
             f"{self.holdout_compute.size} later point(s) up to "
-            f"C = {self.holdout_compute.max():,.0f}"
+            f"C = {format_compute(self.holdout_compute.max())}"
         ]
         lines.append(
             "    model       A (train)   held-out RMSE   forecast at end   AIC (full)   BIC (full)"

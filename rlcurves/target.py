@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ._format import format_compute
 from ._samples import SampleMethod, parameter_samples, tails
 from .errors import RLCurvesError
 from .model import inverse_sigmoid
@@ -172,4 +173,4 @@ def compute_to_target(
 def _fmt(c: float) -> str:
     if math.isinf(c):
         return "never"
-    return f"{c:,.0f}" if c >= 10 else f"{c:.3g}"
+    return format_compute(c)
