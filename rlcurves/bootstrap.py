@@ -602,6 +602,9 @@ def warm_solve(x, y, w, r0, bounds: Bounds, params: dict, info: dict) -> BatchSo
         step = np.nan_to_num(step)
         trial = Pa.copy()
         trial[:, cols] += step
+        # in the search box: a step-like resample would otherwise send log B past exp's range
+        # (rows that end on the box go to the bounded solver below)
+        trial[:, 2:] = np.clip(trial[:, 2:], lo[idx], hi[idx])
         s_t, r_t = evaluate(trial, idx)
         cost_t = np.sum(r_t * r_t, axis=1)
         better = np.isfinite(cost_t) & (cost_t <= cost[idx])

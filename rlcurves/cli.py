@@ -309,18 +309,18 @@ def cmd_backtest(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .datasets import list_examples, load_example
+    from .datasets import load_example
     from .forecast import forecast
     from .plot import plot_forecast
 
-    df = load_example(args.example)
-    print(f"example: {args.example}\n  {df.attrs['description']}\n")
+    df = load_example(args.example, compute=args.compute)
+    unit = df.attrs["compute_unit"]
+    print(f"example: {args.example}\n  {df.attrs['description']}\n  compute axis: {unit}\n")
     end = float(df["compute"].max())
     half = end / 2
     print(
         f"Fit on the first half of the budget ({format_compute(args.min_compute)} <= C <= "
-        f"{format_compute(half)} of "
-        f"{format_compute(end)} GPU-hours), forecast the end.\n"
+        f"{format_compute(half)} of {format_compute(end)}), forecast the end.\n"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -341,26 +341,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     last = df.loc[df["compute"].idxmax(), "reward"]
     print("\n".join(_forecast_lines(at_end, {end: float(last)})))
     print(f"    whole-run fit at the end: {float(full.predict(end)):.3f} (A {full.A:.3f})")
-    target = args.target if args.target is not None else math.floor(fit.A * 100) / 100 - 0.01
+    # default target: where the whole run ended (by its own fit), so the half-budget answer can
+    # be checked against the compute the run actually took
+    reached = math.floor(float(full.predict(end)) * 100) / 100
+    target = args.target if args.target is not None else reached
     print(f"\n[[Compute to target]]\n    {fit.compute_to_reach(target, level=0.9, seed=0)}")
-    # compare with the other runs of the same family only (one compute axis, one task)
-    others = [n for n in list_examples(group=df.attrs["group"]) if n != args.example]
-    if others:
-        from .compare import compare
-
-        fits = {args.example: full}
-        for name in others:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fits[name] = fit_sigmoid(
-                    "compute",
-                    "reward",
-                    data=load_example(name),
-                    min_compute=args.min_compute,
-                    label=name,
-                )
-        print()
-        print(compare(fits).summary())
+    if args.target is None:
+        took = format_compute(full.compute_to_reach(target))
+        print(f"    (the whole-run fit reaches {target:g} at C = {took})")
+    _demo_comparisons(args, df.attrs["group"], full)
     fig = plot_forecast(fit, band)
     fig.axes[0].set_title(
         f"{args.example} (SIMULATED): fit on the first half, forecast of the rest"
@@ -368,9 +357,39 @@ def cmd_demo(args: argparse.Namespace) -> int:
         else f"{args.example}: fit on the first half, forecast of the rest",
         fontsize=10,
     )
+    fig.axes[0].set_xlabel(f"compute ({unit})")
     path = _save(fig, Path(args.out) / f"{args.example}_fit.png")
     print(f"\nplot saved to {path}")
     return 0
+
+
+def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None:
+    """Compare each bundled run of the example's family with the run it differs from by one
+    switch (``attrs["baseline"]``): the example's own variants first, then any other pairs."""
+    from .compare import compare
+    from .datasets import list_examples, load_example
+
+    family = {n: load_example(n, compute=args.compute) for n in list_examples(group=group)}
+    others = {df.attrs.get("baseline") for df in family.values()} - {None, args.example}
+    baselines = [args.example, *sorted(others)]
+    for base in baselines:
+        variants = [n for n, df in family.items() if df.attrs.get("baseline") == base]
+        if not variants:
+            continue
+        fits = {base: example_fit} if base == args.example else {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name in [base, *variants]:
+                if name not in fits:
+                    fits[name] = fit_sigmoid(
+                        "compute",
+                        "reward",
+                        data=family[name],
+                        min_compute=args.min_compute,
+                        label=name,
+                    )
+        print()
+        print(compare(fits, baseline=base).summary())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -449,6 +468,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="fit window start (the paper drops the first ~1.5k GPU-hours)",
     )
     p.add_argument("--target", type=float, help="reward to compute the budget for")
+    p.add_argument(
+        "--compute",
+        help="column of the example to use as compute (default: its GPU-hours column; "
+        "tokens_total for a load-free axis on the real runs)",
+    )
     p.add_argument("--out", default="out", help="folder for the figures")
     p.set_defaults(func=cmd_demo)
     return parser

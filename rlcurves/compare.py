@@ -351,6 +351,21 @@ class Comparison:
         return pd.DataFrame(rows, columns=["variant", "ceiling", "efficiency", "text"])
 
     def _verdict(self, name: str) -> tuple[str, str, str]:
+        undetermined = {
+            f"{n}'s {p}"
+            for n in (name, self.baseline)
+            for p in ("A", "B")
+            if not math.isfinite(self.fits[n].stderr[p])
+        }
+        if undetermined:
+            # a flat or non-monotone run has no S-curve: a step fit (B in the hundreds) would
+            # otherwise be compared as if its B meant something
+            return (
+                "not determined",
+                "not determined",
+                f"{name}: not compared: {', '.join(sorted(undetermined))} not determined by the "
+                "data (no S-shaped rise to fit; see the fit's message and plot the run)",
+            )
         t = self.table.set_index("variant")
         row, base = t.loc[name], t.loc[self.baseline]
         q_lo, q_hi = tails(self.level)
@@ -384,7 +399,16 @@ class Comparison:
                 self.samples[name]["B"].to_numpy(), self.samples[self.baseline]["B"].to_numpy()
             )
             where = f"B {row['B']:.2f} vs {base['B']:.2f}"
-        if p_b >= q_hi:
+        falling = [n for n in (name, self.baseline) if self.fits[n].A < self.fits[n].R0]
+        if falling:
+            # a run that got worse fits a falling curve; its "efficiency" is how fast it fell
+            efficiency = "not determined"
+            eff_text = "; ".join(
+                f"{n} falls (A {self.fits[n].A:.2f} below its start R0 {self.fits[n].R0:.2f}), "
+                "so B is not an efficiency"
+                for n in falling
+            )
+        elif p_b >= q_hi:
             efficiency, eff_text = "higher", f"more efficient ({where})"
         elif p_b <= q_lo:
             efficiency, eff_text = "lower", f"less efficient ({where})"

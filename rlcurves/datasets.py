@@ -41,25 +41,59 @@ _RUNS = {
 
 
 # Leave-one-out runs of the reference trainer: the CPU demo recipe for 600 steps with one ScaleRL
-# choice reverted each (scripts/run_leave_one_out.sh), two at a time on one 2-core machine.
+# choice reverted each, and a batch-size pair around the recipe's 32 prompts per step
+# (scripts/run_leave_one_out.sh), two at a time on one 2-core machine.
 _LOO = {
     "recipe_loo_scalerl": "the full ScaleRL recipe (baseline)",
     "recipe_loo_dapo": "loss=dapo (DAPO's clipped ratio instead of CISPO)",
     "recipe_loo_aggregation": "aggregation=sample (sample-level instead of prompt-level)",
     "recipe_loo_adv_norm": "adv_norm=prompt (per-prompt instead of batch-level std)",
-    "recipe_loo_fp32_head": "fp32_head=false (LM head in the model's dtype)",
-    "recipe_loo_no_positive": "positive_threshold=null (no no-positive-resampling)",
+    "recipe_loo_zero_variance": "zero_variance_filter=false (all-equal-reward prompts kept)",
+    "recipe_loo_ppo_off_policy": "mode=ppo-off-policy (PPO-off-policy-8 instead of synchronous)",
+    "recipe_loo_pipeline_rl": "mode=pipeline (PipelineRL-8 instead of synchronous)",
+    "recipe_loo_batch_16": "prompts_per_step=16 (half the recipe's batch)",
+    "recipe_loo_batch_64": "prompts_per_step=64 (twice the recipe's batch)",
+    "recipe_loo_fp32_head": (
+        "fp32_head=false, INERT here: the demo's model is float32, so this run repeats "
+        "recipe_loo_scalerl token for token and differs only in timing (a null control for the "
+        "wall-clock axis); the real FP32-head pair is recipe_loo_bf16 vs "
+        "recipe_loo_bf16_no_fp32_head"
+    ),
+    "recipe_loo_no_positive": (
+        "positive_threshold=null, INERT here: 600 x 32 prompts is less than one epoch of 20,000, "
+        "and no-positive resampling acts from the second, so this run repeats recipe_loo_scalerl "
+        "token for token (a null control for the wall-clock axis); the real pair is "
+        "recipe_loo_pool_2000 vs recipe_loo_pool_2000_no_positive"
+    ),
+    "recipe_loo_pool_2000": (
+        "train_prompts=2000 (about 10 epochs; baseline of the no-positive-resampling pair)"
+    ),
+    "recipe_loo_pool_2000_no_positive": "train_prompts=2000 positive_threshold=null",
 }
 _RUNS.update(
     {
         name: (
             "REAL leave-one-out run of the reference trainer: recipe/configs/cpu_demo.yaml, "
             f"600 steps, {what}; scripts/run_leave_one_out.sh. Compute = wall-clock hours x 1 "
-            "device on a shared 2-core CPU"
+            "device on a shared 2-core CPU (compute='tokens_total' gives a load-free axis)"
         )
         for name, what in _LOO.items()
     }
 )
+# The run each leave-one-out run differs from by one switch (attrs["baseline"]); None for the
+# recipe itself and for the two inert runs, which differ from it in nothing but their clocks.
+_LOO_BASELINE = {
+    "recipe_loo_scalerl": None,
+    "recipe_loo_fp32_head": None,
+    "recipe_loo_no_positive": None,
+    "recipe_loo_pool_2000_no_positive": "recipe_loo_pool_2000",
+}
+
+
+def _baseline(name: str) -> str | None:
+    if name in _LOO:
+        return _LOO_BASELINE.get(name, "recipe_loo_scalerl")
+    return "recipe_cpu_demo_seed0" if name == "recipe_cpu_demo_seed1" else None  # a replicate
 
 
 def list_examples(group: str | None = None) -> list[str]:
@@ -70,7 +104,8 @@ def list_examples(group: str | None = None) -> list[str]:
     group : str, optional
         Only the runs of one family, comparable with each other on one compute axis:
         ``"simulated"``, ``"recipe_cpu_demo"`` (two seeds, 1000 steps) or ``"recipe_loo"`` (the
-        leave-one-out variants, 600 steps); a run's family is ``attrs["group"]``.
+        leave-one-out variants and the batch-size pair, 600 steps each); a run's family is
+        ``attrs["group"]``.
     """
     names = sorted([*_EXAMPLES, *_RUNS])
     return [n for n in names if group is None or _group(n) == group]
@@ -82,51 +117,65 @@ def _group(name: str) -> str:
     return "recipe_loo" if name in _LOO else "recipe_cpu_demo"
 
 
-def load_example(name: str) -> pd.DataFrame:
+def load_example(name: str, compute: str | None = None) -> pd.DataFrame:
     """Load a bundled example run.
 
     Parameters
     ----------
     name : str
         One of :func:`list_examples`.
+    compute : str, optional
+        Column to use as the compute axis instead of the GPU-hours column. For the real runs,
+        ``"tokens_total"`` (generated tokens so far) is an axis that machine load cannot stretch;
+        the wall-clock one can (see ``recipe_loo_fp32_head``).
 
     Returns
     -------
     pandas.DataFrame
         Columns ``compute``, ``reward`` plus the file's own columns; ``attrs`` has ``source``,
-        ``description``, ``compute_unit`` and ``simulated``.
+        ``description``, ``compute_unit``, ``simulated``, ``group`` and, for a leave-one-out
+        run, ``baseline``: the run it differs from by one switch or its seed (None for the
+        recipe itself and for runs whose switch could not act).
     """
     if name in _RUNS:
-        return _load_run(name)
+        return _load_run(name, compute)
     if name not in _EXAMPLES:
         raise RLCurvesError(f"no example named {name!r}; available: {list_examples()}")
     filename, compute_col, reward_col, description = _EXAMPLES[name]
     with resources.files("rlcurves.data").joinpath(filename).open("r") as fh:
         df = pd.read_csv(fh, comment="#")
+    if compute is not None and compute not in df.columns:
+        raise RLCurvesError(
+            f"example {name!r} has no column {compute!r} for compute; its columns: "
+            f"{list(df.columns)}"
+        )
+    unit = "GPU-hours" if compute in (None, compute_col) else f"{compute} (as logged)"
     df.insert(0, "reward", df[reward_col].astype(float))
-    df.insert(0, "compute", df[compute_col].astype(float))
+    df.insert(0, "compute", df[compute or compute_col].astype(float))
     df.attrs.update(
         source=f"rlcurves/data/{filename}",
         description=description,
-        compute_unit="GPU-hours",
+        compute_unit=unit,
         simulated=name.startswith("simulated"),
         name=name,
         group=_group(name),
+        baseline=None,
     )
     return df
 
 
-def _load_run(name: str) -> pd.DataFrame:
+def _load_run(name: str, compute: str | None) -> pd.DataFrame:
     from .logs import read_log
 
     folder = resources.files("rlcurves.data").joinpath("runs", name)
     with resources.as_file(folder) as path:
-        df = read_log(path)
+        df = read_log(path, compute=compute)
     df.attrs.update(
         description=_RUNS[name],
-        compute_unit="GPU-hours",
+        compute_unit=df.attrs["compute"]["unit"],
         simulated=False,
         name=name,
         group=_group(name),
+        baseline=_baseline(name),
     )
     return df

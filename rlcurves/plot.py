@@ -3,6 +3,7 @@ accepts ``ax=`` to draw into an existing axes."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -284,7 +285,8 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
     """Variants in the (B, A) plane: efficiency across, ceiling up, with intervals both ways.
 
     The baseline is ringed and its A margin (the paper's +-0.02) shaded: a variant inside the
-    band has the same ceiling within noise and is compared on B at a shared A.
+    band has the same ceiling within noise and is compared on B at a shared A. Variants whose A or
+    B the data do not determine are left out and named in the title.
     """
     fig, ax = _axes(ax, figsize=(6.4, 4.6))
     t = comparison.table
@@ -296,7 +298,14 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
         lw=0,
         label=f"baseline A +- {comparison.margin:g}",
     )
+    undetermined = [
+        name
+        for name, fit in comparison.fits.items()
+        if not (math.isfinite(fit.stderr["A"]) and math.isfinite(fit.stderr["B"]))
+    ]
     for i, row in t.reset_index(drop=True).iterrows():
+        if row["variant"] in undetermined:  # a step fit's B would stretch the axis to nonsense
+            continue
         color = PALETTE[i % len(PALETTE)]
         is_base = row["variant"] == comparison.baseline
         ax.errorbar(
@@ -315,7 +324,10 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
         )
     ax.set_xlabel("B, compute efficiency (higher: reaches the ceiling sooner)")
     ax.set_ylabel("A, asymptotic pass rate (ceiling)")
-    ax.set_title(f"variants with {comparison.level:.0%} intervals", fontsize=10)
+    title = f"variants with {comparison.level:.0%} intervals"
+    if undetermined:
+        title += f"\nnot shown (A or B not determined): {', '.join(undetermined)}"
+    ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     return fig

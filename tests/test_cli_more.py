@@ -136,10 +136,11 @@ def test_demo_compares_several_examples(tmp_path, capsys, monkeypatch):
 
     real = datasets.load_example
 
-    def load(name):
-        df = real("simulated_scalerl_8b")
+    def load(name, compute=None):
+        df = real("simulated_scalerl_8b", compute=compute)
         if name == "other":
             df = df.assign(reward=df["reward"] - 0.05)
+            df.attrs["baseline"] = "simulated_scalerl_8b"  # differs from it by one switch
         return df
 
     monkeypatch.setattr(
@@ -150,3 +151,19 @@ def test_demo_compares_several_examples(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "[[Comparison]] baseline simulated_scalerl_8b" in out
     assert "other: A 0.5" in out and "lower ceiling" in out
+
+
+def test_demo_on_the_real_leave_one_out_runs_compares_each_with_its_own_baseline(tmp_path, capsys):
+    argv = ["demo", "--example", "recipe_loo_scalerl", "--compute", "tokens_total",
+            "--min-compute", "0", "--out", str(tmp_path)]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "compute axis: tokens_total (as logged)" in out
+    assert "[[Comparison]] baseline recipe_loo_scalerl" in out
+    assert "    recipe_loo_dapo: A" in out
+    # the pairs with their own baseline are compared with it, not with the recipe
+    assert "[[Comparison]] baseline recipe_loo_pool_2000" in out
+    assert "    recipe_loo_pool_2000_no_positive: A" in out
+    # the inert runs repeat the recipe: nothing to compare
+    assert "recipe_loo_fp32_head:" not in out and "recipe_loo_no_positive:" not in out
+    assert (tmp_path / "recipe_loo_scalerl_fit.png").stat().st_size > 10_000

@@ -234,3 +234,44 @@ def test_p_A_higher_matches_the_normal_theory_of_the_fits():
     p = cmp.table.set_index("variant").loc["v", "p_A_higher"]
     assert p == pytest.approx(norm.cdf(z), abs=0.02)
     assert 0.02 < p < 0.98  # a case where the answer is genuinely uncertain
+
+
+def test_regression_step_fit_of_a_run_that_never_rose_is_not_ranked():
+    """A run that wanders around its start (the bundled PPO-off-policy-8 CPU run) fits as a step
+    with B in the hundreds and infinite errors; compare used to call that "B within noise"."""
+    from rlcurves.datasets import load_example
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {
+            name: fit_sigmoid("compute", "reward", data=load_example(f"recipe_loo_{name}"))
+            for name in ("scalerl", "ppo_off_policy")
+        }
+    assert not math.isfinite(fits["ppo_off_policy"].stderr["B"])
+    cmp = compare(fits, baseline="scalerl", n_samples=50, seed=0)
+    verdict = cmp.verdicts().set_index("variant").loc["ppo_off_policy"]
+    assert verdict["ceiling"] == verdict["efficiency"] == "not determined"
+    assert "ppo_off_policy's B not determined" in verdict["text"]
+    assert "within noise" not in cmp.summary()
+    fig = cmp.plot()
+    assert "ppo_off_policy" in fig.axes[0].get_title()
+    assert fig.axes[0].get_xlim()[1] < 50  # the step fit's B = 277 is not drawn
+
+
+def test_regression_a_run_that_collapsed_is_not_called_more_efficient():
+    """The bundled 2,000-prompt run rose and then collapsed to 0: its fit falls (A < R0) with a
+    large B, which compare used to report as "more efficient" than the recipe."""
+    from rlcurves.datasets import load_example
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {
+            name: fit_sigmoid(
+                "compute", "reward", data=load_example(f"recipe_loo_{name}", "tokens_total")
+            )
+            for name in ("scalerl", "pool_2000")
+        }
+    assert fits["pool_2000"].A < fits["pool_2000"].R0
+    verdict = compare(fits, n_samples=50, seed=0).verdicts().iloc[0]
+    assert verdict["ceiling"] == "lower"
+    assert verdict["efficiency"] == "not determined" and "pool_2000 falls" in verdict["text"]

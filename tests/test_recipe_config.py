@@ -1,5 +1,7 @@
 """Config loading, overrides and refusal of bad values."""
 
+from pathlib import Path
+
 import pytest
 
 from recipe import config as C
@@ -78,3 +80,20 @@ def test_warmup_target_range():
     assert C.load(None, ["warmup_target=0.16"]).warmup_target == 0.16
     with pytest.raises(ConfigError, match="'warmup_target'"):
         C.load(None, ["warmup_target=0"])
+
+
+CPU_DEMO = Path(__file__).resolve().parents[1] / "recipe" / "configs" / "cpu_demo.yaml"
+
+
+def test_regression_inert_leave_one_out_switches_are_named():
+    """The bundled fp32_head=false and positive_threshold=null runs repeated the recipe's run token
+    for token (float32 body; 600 x 32 prompts < one epoch of 20,000): the trainer now says so."""
+    cpu_demo = C.load(CPU_DEMO)
+    assert C.inert_settings(cpu_demo) == []
+    notes = C.inert_settings(C.load(CPU_DEMO, ["fp32_head=false"]))
+    assert len(notes) == 1 and "dtype=bfloat16" in notes[0]
+    off = ["positive_threshold=null", "steps=600"]
+    notes = C.inert_settings(C.load(CPU_DEMO, off))
+    assert len(notes) == 1 and "0.96 epochs" in notes[0]
+    acting = [*off, "train_prompts=2000", "fp32_head=false", "dtype=bfloat16"]
+    assert C.inert_settings(C.load(CPU_DEMO, acting)) == []

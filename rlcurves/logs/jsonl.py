@@ -103,6 +103,13 @@ def load_jsonl(path: Path, format_hint: str | None = None) -> RawLog:
             records = [flatten(r) for r in records]
             notes.append("nested objects flattened to 'outer/inner' column names")
     if fmt == "recipe":
+        # running totals (tokens_total, samples_total) are 0 before the first step; without
+        # them the step-0 evaluation, the run's R0 anchor, is dropped on a token axis
+        totals = {k for r in records for k in r if k.endswith("_total")}
+        for r in records:
+            if r.get("step") == 0:
+                for k in totals:
+                    r.setdefault(k, 0)
         kwargs.update(
             reward_candidates=(("val_pass_rate",),),
             step_candidates=("step",),
