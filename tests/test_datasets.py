@@ -60,6 +60,7 @@ def test_token_axis_keeps_the_start_and_removes_the_clock_noise():
     for df in tokens:
         assert df.attrs["compute_unit"] == "tokens_total (as logged)"
         assert len(df) == 25 and df["compute"].iloc[0] == 0
+        assert any("set to 0" in note for note in df.attrs["notes"])  # the fill is on record
         np.testing.assert_array_equal(df["reward"], tokens[0]["reward"])
         np.testing.assert_array_equal(df["compute"], tokens[0]["compute"])
     with warnings.catch_warnings():

@@ -7,19 +7,17 @@ resume). The vLLM engine's in-flight pushes are tested in tests/test_pipeline_vl
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import recipe_helpers
 import torch
 
 from recipe import config as C
 from recipe import train as T
 from recipe.curriculum import PromptPool
 from recipe.generate import Completion, TorchGenerator
-from recipe.model import warm_up
 from recipe.pipeline import (
     GeneratorFailed,
     OffPolicyRollouts,
@@ -28,25 +26,7 @@ from recipe.pipeline import (
     version_stats,
 )
 
-
-def read_log(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def init_dir(tmp_path_factory):
-    torch.set_num_threads(1)
-    return warm_up(tmp_path_factory.mktemp("init"), steps=30, seed=0)
-
-
-def tiny_cfg(init, **extra):
-    values = {
-        "init": str(init), "train_prompts": 300, "val_prompts": 16, "val_samples_per_prompt": 2,
-        "steps": 8, "prompts_per_step": 4, "generations": 4, "eval_every": 4,
-        "checkpoint_every": 2, "threads": 1, "zero_variance_filter": False,
-    }  # fmt: skip
-    values.update(extra)
-    return C.from_dict(values)
+tiny_cfg = recipe_helpers.tiny_cfg
 
 
 # --------------------------------------------------------------------------- fake generator
@@ -180,7 +160,7 @@ def test_version_stats_counts_mixed_completions():
 def test_pipeline_mode_trains_within_the_lag_bound(tmp_path, init_dir):
     k = 2
     T.run(tiny_cfg(init_dir, mode="pipeline", max_lag=k, steps=10, eval_every=5), tmp_path)
-    rows = read_log(tmp_path / "log.jsonl")
+    rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     train = [r for r in rows if r["kind"] == "train"]
     assert [r["step"] for r in train] == list(range(1, 11))
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 5, 10]
@@ -202,7 +182,7 @@ def test_ppo_off_policy_takes_k_updates_per_frozen_batch(tmp_path, init_dir):
         weight_decay=1.0,
     )  # fmt: skip
     T.run(cfg, tmp_path)
-    train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    train = [r for r in recipe_helpers.read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
     assert [r["lag_min"] for r in train] == [0, 1, 2, 0, 1, 2, 0]
     assert [r["lag_max"] for r in train] == [0, 1, 2, 0, 1, 2, 0]
     # pi_train / pi_gen is 1 right after a round's push (the push landed) and moves off 1 once
@@ -213,7 +193,7 @@ def test_ppo_off_policy_takes_k_updates_per_frozen_batch(tmp_path, init_dir):
 
 def test_sync_mode_has_zero_lag(tmp_path, init_dir):
     T.run(tiny_cfg(init_dir, steps=3, eval_every=3), tmp_path)
-    train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    train = [r for r in recipe_helpers.read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
     assert all(r["lag_max"] == 0 and r["mixed_version_samples"] == 0 for r in train)
     # same weights in sampler and trainer: only numerics (KV-cached vs full forward) differ
     assert all(r["fresh_logprob_mismatch"] < 1e-4 for r in train)
@@ -239,14 +219,14 @@ def test_a_dying_generator_stops_the_run_cleanly_and_it_resumes(
     out = tmp_path / "run"
     with pytest.raises(SystemExit, match=r"generator failed: MemoryError(.|\n)*--resume"):
         T.main(["--config", str(config_file), "--out", str(out)])
-    rows = read_log(out / "log.jsonl")  # every line still parses
+    rows = recipe_helpers.read_log(out / "log.jsonl")  # every line still parses
     steps = [r["step"] for r in rows if r["kind"] == "train"]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) < cfg.steps
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] >= 2
 
     monkeypatch.setattr(TorchGenerator, "generate", real)
     T.main(["--config", str(config_file), "--out", str(out), "--resume"])
-    rows = read_log(out / "log.jsonl")
+    rows = recipe_helpers.read_log(out / "log.jsonl")
     keys = [(r["kind"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys))
     assert [s for k, s in keys if k == "train"] == list(range(1, cfg.steps + 1))
@@ -258,7 +238,7 @@ def test_pipeline_run_resumes_after_a_kill(tmp_path, init_dir):
     cfg = tiny_cfg(init_dir, mode="pipeline", max_lag=2, steps=6, eval_every=3)
     T.run(cfg, tmp_path, stop_after=3)  # checkpoint at step 2, rows up to 3
     T.run(cfg, tmp_path, resume=True)
-    rows = read_log(tmp_path / "log.jsonl")
+    rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     keys = [(r["kind"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys))
     assert [s for k, s in keys if k == "train"] == [1, 2, 3, 4, 5, 6]

@@ -1,40 +1,23 @@
 """The training loop end to end: smoke config, log format, resume, NaN safety, CLI."""
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import recipe_helpers
 import torch
 
 from recipe import config as C
 from recipe import train as T
 from recipe.config import ConfigError
-from recipe.model import warm_up
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "recipe" / "configs" / "smoke.yaml"
 
 
-def read_log(path):
-    return [json.loads(line) for line in Path(path).read_text().splitlines()]
-
-
-@pytest.fixture(scope="module")
-def init_dir(tmp_path_factory):
-    torch.set_num_threads(1)
-    return warm_up(tmp_path_factory.mktemp("init"), steps=30, seed=0)
-
-
 def tiny_cfg(init, **extra):
-    values = {
-        "init": str(init), "train_prompts": 300, "val_prompts": 16, "val_samples_per_prompt": 2,
-        "steps": 6, "prompts_per_step": 4, "generations": 4, "eval_every": 3,
-        "checkpoint_every": 2, "threads": 1, "zero_variance_filter": False,
-    }  # fmt: skip
-    values.update(extra)
-    return C.from_dict(values)
+    return recipe_helpers.tiny_cfg(init, **{"steps": 6, "eval_every": 3, **extra})
 
 
 def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
@@ -47,7 +30,7 @@ def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     cfg = C.load(SMOKE)
     assert C.load(out / "config.yaml") == C.load(SMOKE, ["threads=1"])
-    rows = read_log(out / "log.jsonl")
+    rows = recipe_helpers.read_log(out / "log.jsonl")
     train = [r for r in rows if r["kind"] == "train"]
     evals = [r for r in rows if r["kind"] == "eval"]
     assert [r["step"] for r in train] == list(range(1, cfg.steps + 1))
@@ -80,13 +63,13 @@ def test_killed_run_resumes_without_lost_or_duplicated_rows(tmp_path, init_dir):
     cfg = tiny_cfg(init_dir)
     T.run(cfg, tmp_path / "straight")
     T.run(cfg, tmp_path / "killed", stop_after=3)  # checkpoint at step 2, rows up to 3
-    before = read_log(tmp_path / "killed" / "log.jsonl")
+    before = recipe_helpers.read_log(tmp_path / "killed" / "log.jsonl")
     assert max(r["step"] for r in before) == 3
     ckpt = torch.load(tmp_path / "killed" / "checkpoint.pt", weights_only=True)
     assert ckpt["step"] == 2
 
     T.run(cfg, tmp_path / "killed", resume=True)
-    rows = read_log(tmp_path / "killed" / "log.jsonl")
+    rows = recipe_helpers.read_log(tmp_path / "killed" / "log.jsonl")
     keys = [(r["kind"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys))
     assert [s for k, s in keys if k == "train"] == [1, 2, 3, 4, 5, 6]
@@ -96,7 +79,7 @@ def test_killed_run_resumes_without_lost_or_duplicated_rows(tmp_path, init_dir):
     assert hours == sorted(hours)
     assert rows[:3] == before[:3]
     # and the resumed run is the run that was never killed (same samples, same updates)
-    _compare(rows, read_log(tmp_path / "straight" / "log.jsonl"))
+    _compare(rows, recipe_helpers.read_log(tmp_path / "straight" / "log.jsonl"))
 
 
 def test_resume_drops_a_torn_last_line(tmp_path, init_dir):
@@ -105,7 +88,7 @@ def test_resume_drops_a_torn_last_line(tmp_path, init_dir):
     with open(tmp_path / "log.jsonl", "a") as f:
         f.write('{"kind": "train", "step": 3, "gpu_ho')  # killed mid-write
     T.run(cfg, tmp_path, resume=True)
-    rows = read_log(tmp_path / "log.jsonl")
+    rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4]
 
 
@@ -118,7 +101,7 @@ def test_nan_loss_skips_the_update(tmp_path, init_dir, monkeypatch):
 
     monkeypatch.setattr(T, "policy_loss", poisoned)
     T.run(tiny_cfg(init_dir, steps=3, checkpoint_every=3), tmp_path)
-    train = [r for r in read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    train = [r for r in recipe_helpers.read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
     assert [r["skipped_update"] for r in train] == [True, True, True]
     assert all(r["loss"] is None for r in train)
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
@@ -171,7 +154,7 @@ def test_bad_config_exits_with_the_key(tmp_path):
 )
 def test_every_switch_trains(tmp_path, init_dir, switches):
     T.run(tiny_cfg(init_dir, steps=2, eval_every=2, **switches), tmp_path)
-    rows = read_log(tmp_path / "log.jsonl")
+    rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     train = [r for r in rows if r["kind"] == "train"]
     assert [r["step"] for r in train] == [1, 2]
     assert all(r["loss"] is not None and not r["skipped_update"] for r in train)
@@ -202,11 +185,11 @@ def test_sigkilled_process_resumes(tmp_path, init_dir):
     assert proc.poll() is None, "the run ended before it could be killed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    killed_at = max(r["step"] for r in read_log(log) if r["kind"] == "train")
+    killed_at = max(r["step"] for r in recipe_helpers.read_log(log) if r["kind"] == "train")
 
     done = subprocess.run([*cmd, "--resume"], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
-    rows = read_log(log)
+    rows = recipe_helpers.read_log(log)
     keys = [(r["kind"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys))
     assert [s for k, s in keys if k == "train"] == list(range(1, 61))

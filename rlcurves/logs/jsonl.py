@@ -105,11 +105,15 @@ def load_jsonl(path: Path, format_hint: str | None = None) -> RawLog:
     if fmt == "recipe":
         # running totals (tokens_total, samples_total) are 0 before the first step; without
         # them the step-0 evaluation, the run's R0 anchor, is dropped on a token axis
-        totals = {k for r in records for k in r if k.endswith("_total")}
+        totals = sorted({k for r in records for k in r if k.endswith("_total")})
+        filled = 0
         for r in records:
             if r.get("step") == 0:
                 for k in totals:
+                    filled += k not in r
                     r.setdefault(k, 0)
+        if filled:
+            notes.append(f"step-0 records: running totals {totals} set to 0 (before any step)")
         kwargs.update(
             reward_candidates=(("val_pass_rate",),),
             step_candidates=("step",),
