@@ -13,6 +13,8 @@
 #     name: python3
 # ---
 
+# %%
+
 # %% [markdown]
 # # 02 · Compare recipe variants: ceiling, efficiency, crossover
 #
@@ -21,29 +23,234 @@
 # **efficiency B**? Its "bitter lesson": a choice that looks better at a fixed early budget often
 # has the lower ceiling, so compare fitted curves, not rewards at one budget.
 #
-# **All runs in this notebook are SIMULATED** from the paper's reported numbers (Khatri et al.,
-# 2025), because the bundled real runs of the reference trainer do not exist yet:
-#
-# | simulated variant | A | B | C_mid | where the numbers come from |
-# |---|---|---|---|---|
-# | `scalerl` (CISPO, FP32 head) | 0.61 | 2.01 | 2542 | CISPO's B (leave-one-out); 8B run |
-# | `dapo-loss` | 0.60 | 1.77 | 2542 | DAPO's B (leave-one-out); C_mid assumed |
-# | `no-fp32-head` | 0.52 | 2.01 | 2542 | FP32 head: A 0.52 -> 0.61; B, C_mid assumed |
-# | `batch-512` | 0.605 | 1.77 | 2818 | the paper's fitted batch-512 run |
-# | `batch-2048` | 0.645 | 1.70 | 10909 | the paper's fitted batch-2048 run |
-#
-# C_mid in GPU-hours.
-#
-# R0 = 0.30 for all (assumed). The noise model is the bundled example's: binomial mean@16 over
-# 1,000 prompts of spread difficulty plus a slow AR(1) drift of the run.
+# This notebook does the same with **REAL runs** of the reference trainer in `recipe/` that ship
+# with rlcurves: three-digit addition, a 0.8M-parameter Llama, the CPU demo config, 600 steps
+# each, one ScaleRL choice reverted per run (`scripts/run_leave_one_out.sh` regenerates them).
+# The last section turns to SIMULATED paper-scale runs, to show what a decisive comparison looks
+# like.
 
 # %%
+import warnings
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
 import rlcurves
+from rlcurves.datasets import list_examples, load_example
 
+names = list_examples(group="recipe_loo")
+pd.DataFrame(
+    {
+        "run": names,
+        "what": [load_example(n).attrs["description"].split("600 steps, ")[1] for n in names],
+    }
+).style.hide(axis="index")
+
+# %% [markdown]
+# ## First: which compute axis?
+#
+# The trainer logs `gpu_hours` as wall-clock hours x devices, what a GPU cluster bills. These runs
+# were made on a shared 2-core machine, in different sessions, two at a time, so machine load
+# stretches each run's axis differently. Two of the runs show how much that matters: at this
+# config `fp32_head=false` and `positive_threshold=null` switch nothing (the model is float32, and
+# 600 x 32 prompts is less than the one epoch after which no-positive resampling starts acting;
+# the trainer now warns about both). Their evaluations equal the recipe's **exactly**, evaluation
+# for evaluation; only their clocks differ.
+
+# %%
+controls = ["recipe_loo_scalerl", "recipe_loo_fp32_head", "recipe_loo_no_positive"]
+rows = []
+for name in controls:
+    wall = load_example(name)
+    tokens = load_example(name, compute="tokens_total")
+    for axis, df in (("wall-clock hours", wall), ("generated tokens", tokens)):
+        fit = rlcurves.fit_sigmoid("compute", "reward", data=df)
+        rows.append({"run": name, "axis": axis, "A": fit.A, "B": fit.B, "C_mid": fit.C_mid})
+same = load_example(controls[0])["reward"].to_numpy()
+print(
+    "identical evaluations:",
+    all(np.array_equal(load_example(n)["reward"].to_numpy(), same) for n in controls),
+)
+pd.DataFrame(rows).pivot(index="run", columns="axis", values=["A", "B"]).round(3)
+
+# %% [markdown]
+# Three identical learning curves, and on the wall-clock axis their fits disagree by 0.04 on A and
+# 0.3 on B: as much as many real recipe differences. On the generated-token axis, which load
+# cannot stretch, they agree to the last digit. A uniform slow-down would change only C_mid (A and
+# B do not depend on the unit of compute); uneven load bends the curve, and that reaches A and B.
+#
+# **Lesson for your own runs:** compare variants on an axis that measures work (GPU-hours on
+# dedicated hardware, FLOPs, tokens), not on wall-clock time from a shared machine. The rest of
+# this notebook uses generated tokens: `load_example(name, compute="tokens_total")`, or
+# `rlcurves.read_log(path, compute="tokens_total")` on your own logs.
+
+
+# %%
+def short(name):
+    return name.removeprefix("recipe_loo_")
+
+
+runs = {short(n): load_example(n, compute="tokens_total") for n in names}
+with warnings.catch_warnings():
+    # some variants do not trace an S-curve; their fits say so in .message, shown below
+    warnings.simplefilter("ignore", rlcurves.IdentifiabilityWarning)
+    fits = {
+        k: rlcurves.fit_sigmoid("compute", "reward", data=df, label=k) for k, df in runs.items()
+    }
+pd.DataFrame(
+    {
+        k: {"A": f.A, "B": f.B, "C_mid": f.C_mid, "R0": f.R0, "note": f.message}
+        for k, f in fits.items()
+    }
+).T.style.format(precision=3)
+
+# %%
+single = [
+    "dapo", "aggregation", "adv_norm", "zero_variance",
+    "ppo_off_policy", "pipeline_rl", "batch_16", "batch_64",
+]  # fmt: skip
+fig, axes = plt.subplots(2, 4, figsize=(12, 5.2), sharex=True, sharey=True)
+grid = np.linspace(1, 2.8e6, 300)
+for ax, name in zip(axes.flat, single, strict=True):
+    base, run = runs["scalerl"], runs[name]
+    ax.scatter(base["compute"], base["reward"], s=6, color="0.6")
+    ax.plot(grid, fits["scalerl"].predict(grid), color="0.6", lw=1.2, label="recipe")
+    ax.scatter(run["compute"], run["reward"], s=8, color="C3")
+    ax.plot(grid, fits[name].predict(grid), color="C3", lw=1.6, label=name)
+    ax.set_title(name, fontsize=9)
+    ax.grid(alpha=0.3)
+for ax in axes[1]:
+    ax.set_xlabel("generated tokens")
+for ax in axes[:, 0]:
+    ax.set_ylabel("validation pass rate")
+fig.suptitle("REAL leave-one-out runs (red) against the recipe (grey), 600 steps each", fontsize=10)
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## The comparison table
+#
+# `compare` fits nothing new; it draws each variant's parameters (bootstrap refits) and reads
+# every interval, difference and probability from the same draws. `p_A_higher` is the probability
+# that the variant's ceiling is above the baseline's.
+
+# %%
+cmp = rlcurves.compare({k: fits[k] for k in ["scalerl", *single]}, baseline="scalerl",
+                       n_samples=400, seed=0)  # fmt: skip
+cmp.table.round(3)
+
+# %%
+print(cmp.summary())
+
+# %% [markdown]
+# What one run per variant at this scale can and cannot say:
+#
+# - **PPO-off-policy-8 and PipelineRL-8 learned far less per token** at the demo's learning
+#   rate: eight policy versions of staleness on a 0.8M-parameter model that moves fast per step.
+#   PPO-off-policy's evaluations wander around the start, so no S-curve exists to fit: `compare`
+#   says "not compared" rather than rank a step function. PipelineRL's ceiling is lower with 93%
+#   probability, just short of the 95% a 90% two-sided verdict needs. The token axis charges
+#   asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for (no idle
+#   generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to measure.
+# - **Everything else is within noise of the recipe**: DAPO's loss, prompt-level adv std,
+#   no zero-variance filter and batch 64 share the recipe's ceiling within the paper's 0.02
+#   margin, and their Bs' intervals overlap. Sample-level aggregation and batch 16 have not
+#   settled by 600 steps (batch 16 has seen half the tokens), so their A intervals run up to the
+#   bound of 1: more compute, not a better fit, would decide them.
+#
+# One run per variant with 500 validation prompts x 4 samples leaves about 0.017 of noise on every
+# evaluation (the fits' residual sd); the paper could tell 0.02 apart on A with 1,000 prompts x 16
+# samples, runs of 16k GPU-hours, and its seed-to-seed check.
+#
+# ## The paper's shared-A rule and the log-log view
+#
+# A and B trade off in a fit: the same points are described nearly as well by a higher ceiling
+# reached more slowly. So the paper compares B only between variants whose A agree within 0.02
+# (its seed-to-seed margin), after refitting each with their mean A. `shared_a()` does that for the
+# variants within the margin of the baseline.
+
+# %%
+shared = cmp.shared_a()
+print(f"shared A = {shared.A:.3f}")
+shared.table.round(3)
+
+# %% [markdown]
+# With A fixed the curve becomes a straight line, $\log F(R) = B \log C$ with
+# $F(R) = C_{mid}^B / ((A - R_0)/(R - R_0) - 1)$: each variant's points should fall on a line whose
+# **slope is its B**; a steeper line reaches the shared ceiling with less compute. Points far from
+# their line at the top are evaluations near A, where F blows up and noise dominates.
+
+# %%
+fig = cmp.plot_loglog()
+fig.axes[0].set_xlabel("log C  (C in generated tokens)")
+plt.show()
+
+# %% [markdown]
+# `plot()` puts every variant in the (B, A) plane with its intervals; the grey band is the
+# baseline's A +- 0.02. A variant whose A or B the data do not determine is left out and named.
+
+# %%
+fig = cmp.plot()
+plt.show()
+
+# %% [markdown]
+# ## The two choices that need their own baseline
+#
+# The FP32 head only differs from the rest of the model in a bfloat16 model, and no-positive
+# resampling only acts once prompts come round again. So these two choices were run as pairs on
+# their own baseline: a bfloat16 model with and without the FP32 head, and a 2,000-prompt pool
+# (about ten epochs in 600 steps) with and without no-positive resampling.
+
+# %%
+pairs = {
+    "FP32 head (bfloat16 body)": ("bf16", "bf16_no_fp32_head"),
+    "no-positive resampling (2,000 prompts)": ("pool_2000", "pool_2000_no_positive"),
+}
+fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+for ax, (title, (on, off)) in zip(axes, pairs.items(), strict=True):
+    for name, color in ((on, "C0"), (off, "C3")):
+        df = runs[name]
+        ax.scatter(df["compute"], df["reward"], s=8, color=color)
+        ax.plot(grid, fits[name].predict(grid), color=color, lw=1.6, label=name)
+    ax.set(title=title, xlabel="generated tokens")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+axes[0].set_ylabel("validation pass rate")
+fig.tight_layout()
+plt.show()
+for title, (on, off) in pairs.items():
+    print(title)
+    print(rlcurves.compare({on: fits[on], off: fits[off]}, n_samples=400, seed=0).summary(), "\n")
+
+# %% [markdown]
+# Neither pair reproduces the paper's sign.
+#
+# **FP32 head.** The two bfloat16 runs end within noise of each other (0.46 and 0.49 over their
+# last four evaluations; their A and B intervals overlap), and both still climb at 600 steps. The
+# FP32 head exists to make the generator's token probabilities match the trainer's. Here both sides
+# are the same torch code on the same weights, so the mismatch it fixes stays small either way
+# (`fresh_logprob_mismatch` in the log: usually 0, at most 0.04, in both runs). The paper's
+# 0.52 -> 0.61 on A comes from an inference engine whose kernels differ from the trainer's; to
+# measure it, run this pair with `generator=vllm` on a GPU.
+#
+# **No-positive resampling.** The pool of 2,000 prompts came round ten times. Resampling retired a
+# third of it as solved (pass rate >= 0.9); the training reward on the hard remainder fell to zero,
+# and validation with it, from 0.36 at step 250 to 0.00 at step 450. Without resampling the same
+# run ended at 0.41. `compare` calls the collapsed curve what it is, a fall whose B is not an
+# efficiency. The paper retires prompts from a pool that is large for its number of steps; on a
+# small pool, watch `pool_size` and `train_reward` in the trainer's log.
+#
+# %% [markdown]
+# ## What a decisive comparison looks like: SIMULATED at paper scale
+#
+# At paper scale the differences are large enough to decide. The runs below are **SIMULATED** from
+# the paper's fitted batch-size runs (Khatri et al., 2025: batch 512 A = 0.605, B = 1.77,
+# C_mid = 2818 GPU-hours; batch 2048 A = 0.645, B = 1.70, C_mid = 10909; R0 = 0.30 assumed),
+# with the bundled simulated example's noise model: binomial mean@16 over 1,000 prompts of spread
+# difficulty plus a slow AR(1) drift of the run.
+
+# %%
 R0 = 0.30
 
 
@@ -61,91 +268,8 @@ def simulate_run(A, B, C_mid, *, budget=16_000.0, every=200.0, seed=0):
     return pd.DataFrame({"compute": compute, "reward": reward})
 
 
-leave_one_out = {
-    "scalerl": (0.61, 2.01, 2542.0),
-    "dapo-loss": (0.60, 1.77, 2542.0),
-    "no-fp32-head": (0.52, 2.01, 2542.0),
-}
-runs = {name: simulate_run(*p, seed=i + 1) for i, (name, p) in enumerate(leave_one_out.items())}
-fits = {
-    name: rlcurves.fit_sigmoid("compute", "reward", data=df, min_compute=1500, label=name)
-    for name, df in runs.items()
-}
-for fit in fits.values():
-    print(repr(fit))
-
-# %%
-colors = dict(zip(runs, ["C0", "C1", "C2"], strict=True))
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
-grid = np.linspace(1500, 16_000, 400)
-for name, df in runs.items():
-    ax.scatter(df["compute"], df["reward"], s=8, alpha=0.5, color=colors[name])
-    ax.plot(grid, fits[name].predict(grid), color=colors[name], lw=2, label=name)
-ax.axvspan(0, 1500, color="0.9", lw=0, zorder=0, label="excluded from the fits")
-ax.set(xlabel="compute (GPU-hours)", ylabel="validation pass rate")
-ax.set_title("SIMULATED leave-one-out variants", fontsize=10)
-ax.legend(fontsize=8, loc="lower right")
-ax.grid(alpha=0.3)
-plt.show()
-
 # %% [markdown]
-# Without the FP32 head the run plateaus visibly lower. `scalerl` and `dapo-loss` look alike:
-# they are meant to differ only in B, which is exactly what the eye cannot judge from noisy points.
-#
-# ## The comparison table
-#
-# `compare` fits nothing new; it draws each variant's parameters (bootstrap refits) and reads
-# every interval, difference and probability from the same draws. `p_A_higher` is the probability
-# that the variant's ceiling is above the baseline's.
-
-# %%
-cmp = rlcurves.compare(fits, baseline="scalerl", n_samples=400, seed=0)
-cmp.table.round(3)
-
-# %%
-print(cmp.summary())
-
-# %% [markdown]
-# ## The paper's shared-A rule
-#
-# A and B trade off in a fit: the same points are described nearly as well by a higher ceiling
-# reached more slowly. So the paper compares B only between variants whose A agree within 0.02
-# (its seed-to-seed margin), after refitting every such curve with their mean A. `shared_a()`
-# does that for the variants within the margin of the baseline (here `scalerl` and `dapo-loss`;
-# `no-fp32-head` has a clearly lower ceiling and is judged on A).
-
-# %%
-shared = cmp.shared_a()
-print(f"shared A = {shared.A:.3f}")
-shared.table.round(3)
-
-# %% [markdown]
-# ## Reading the log-log plot
-#
-# With A fixed, the curve can be rewritten as a straight line:
-# $\log F(R) = B \log C$ with $F(R) = C_{mid}^B / ((A - R_0)/(R - R_0) - 1)$.
-# Each variant's points should fall on a line whose **slope is its B**; a steeper line reaches
-# the shared ceiling with less compute. Points that bend away from the line at the top are
-# evaluations close to A, where F blows up and noise dominates.
-
-# %%
-fig = cmp.plot_loglog()
-plt.show()
-
-# %% [markdown]
-# The `scalerl` line is steeper: at the same ceiling CISPO is the more efficient loss, the
-# paper's finding. Note the fitted Bs differ from the simulated 2.01 and 1.77 by a few tenths:
-# the paper calls B's error "hard to estimate", and the intervals above show how wide it is.
-#
-# `plot()` puts every variant in the (B, A) plane with its intervals; the grey band is the
-# baseline's A +- 0.02.
-
-# %%
-fig = cmp.plot()
-plt.show()
-
-# %% [markdown]
-# ## The bitter lesson: fast early, lower ceiling
+# ### The bitter lesson: fast early, lower ceiling
 #
 # The paper's batch-size runs are the clearest case: batch 512 climbs much faster, batch 2048
 # reaches a higher ceiling. Two SIMULATED runs of 32k GPU-hours, evaluated every 400 GPU-hours:

@@ -168,6 +168,18 @@ for gpus in (8, 16):
     print(f"gpus={gpus:>2}: A = {f.A:.4f}, B = {f.B:.4f}, C_mid = {f.C_mid:.2f} GPU-hours")
 
 # %% [markdown]
+# A uniform change of unit is harmless; an uneven one is not. Wall-clock time on a shared machine
+# runs slower whenever something else runs, which bends the curve and reaches A and B (notebook 02
+# measures it on identical runs). Any logged column can be the compute axis instead: `compute=`
+# names it. Here a REAL run of the reference trainer that ships with rlcurves, read on its count
+# of generated tokens, which load cannot stretch:
+
+# %%
+real_run = Path(rlcurves.__file__).parent / "data" / "runs" / "recipe_cpu_demo_seed0"
+by_tokens = rlcurves.read_log(real_run, compute="tokens_total")
+print(rlcurves.describe_log(by_tokens))
+
+# %% [markdown]
 # ## Then fit and forecast
 #
 # From here on a read log is like the bundled example of notebook 01. The TensorBoard run, fitted

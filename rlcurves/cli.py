@@ -145,6 +145,9 @@ def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)  # a CLI run keeps no figures open
     return path
 
 
@@ -388,8 +391,13 @@ def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None
                         min_compute=args.min_compute,
                         label=name,
                     )
+        cmp = compare(fits, baseline=base)
+        cols = ["variant", "A", "A_lower", "A_upper", "B", "B_lower", "B_upper", "p_A_higher"]
         print()
-        print(compare(fits, baseline=base).summary())
+        print(cmp.table[cols].round(3).to_string(index=False))
+        print(cmp.summary())
+        path = _save(cmp.plot(), Path(args.out) / f"{base}_compare.png")
+        print(f"comparison plot saved to {path}")
 
 
 def build_parser() -> argparse.ArgumentParser:

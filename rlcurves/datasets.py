@@ -65,6 +65,8 @@ _LOO = {
         "token for token (a null control for the wall-clock axis); the real pair is "
         "recipe_loo_pool_2000 vs recipe_loo_pool_2000_no_positive"
     ),
+    "recipe_loo_bf16": "dtype=bfloat16 (bfloat16 body, FP32 head: baseline of the FP32-head pair)",
+    "recipe_loo_bf16_no_fp32_head": "dtype=bfloat16 fp32_head=false (bfloat16 head too)",
     "recipe_loo_pool_2000": (
         "train_prompts=2000 (about 10 epochs; baseline of the no-positive-resampling pair)"
     ),
@@ -86,6 +88,7 @@ _LOO_BASELINE = {
     "recipe_loo_scalerl": None,
     "recipe_loo_fp32_head": None,
     "recipe_loo_no_positive": None,
+    "recipe_loo_bf16_no_fp32_head": "recipe_loo_bf16",
     "recipe_loo_pool_2000_no_positive": "recipe_loo_pool_2000",
 }
 

@@ -307,13 +307,14 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
         if row["variant"] in undetermined:  # a step fit's B would stretch the axis to nonsense
             continue
         color = PALETTE[i % len(PALETTE)]
+        marker = "osD^v"[(i // len(PALETTE)) % 5]  # past eight variants the colours repeat
         is_base = row["variant"] == comparison.baseline
         ax.errorbar(
             row["B"],
             row["A"],
             xerr=[[row["B"] - row["B_lower"]], [row["B_upper"] - row["B"]]],
             yerr=[[row["A"] - row["A_lower"]], [row["A_upper"] - row["A"]]],
-            fmt="o",
+            fmt=marker,
             ms=7 if is_base else 6,
             color=color,
             capsize=3,
@@ -322,6 +323,9 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
             mew=2,
             label=_baseline_label(row["variant"]) if is_base else row["variant"],
         )
+    shown = t[~t["variant"].isin(undetermined)]
+    if len(shown) and shown["B_upper"].max() > 20 * shown["B_lower"].min():
+        ax.set_xscale("log")  # a barely determined B's interval would squash all the others
     ax.set_xlabel("B, compute efficiency (higher: reaches the ceiling sooner)")
     ax.set_ylabel("A, asymptotic pass rate (ceiling)")
     title = f"variants with {comparison.level:.0%} intervals"

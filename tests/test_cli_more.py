@@ -167,3 +167,6 @@ def test_demo_on_the_real_leave_one_out_runs_compares_each_with_its_own_baseline
     # the inert runs repeat the recipe: nothing to compare
     assert "recipe_loo_fp32_head:" not in out and "recipe_loo_no_positive:" not in out
     assert (tmp_path / "recipe_loo_scalerl_fit.png").stat().st_size > 10_000
+    for base in ("recipe_loo_scalerl", "recipe_loo_bf16", "recipe_loo_pool_2000"):
+        assert (tmp_path / f"{base}_compare.png").stat().st_size > 10_000
+    assert "variant     A  A_lower" in out  # the printed table

@@ -39,7 +39,7 @@ def test_leave_one_out_family_is_complete_and_comparable():
     # every ScaleRL choice the issue lists, reverted once, plus the batch pair and the two pairs
     # with their own baseline
     for part in ("scalerl", "dapo", "aggregation", "adv_norm", "zero_variance", "ppo_off_policy",
-                 "pipeline_rl", "batch_16", "batch_64",
+                 "pipeline_rl", "batch_16", "batch_64", "bf16", "bf16_no_fp32_head",
                  "pool_2000", "pool_2000_no_positive"):  # fmt: skip
         assert f"recipe_loo_{part}" in names
     for name in names:
