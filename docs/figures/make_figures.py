@@ -1,6 +1,7 @@
 """Regenerate the README figures: ``.venv/bin/python docs/figures/make_figures.py``.
 
-Every curve here is SIMULATED from the ScaleRL paper's parameters (no real training run).
+The paper-scale curves are SIMULATED from the ScaleRL paper's parameters; the leave-one-out figure
+shows the REAL bundled runs of the reference trainer.
 """
 
 import warnings
@@ -10,11 +11,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from rlcurves import fit_sigmoid, sigmoid
 from rlcurves.compare import compare
-from rlcurves.datasets import load_example
+from rlcurves.datasets import list_examples, load_example
 from rlcurves.forecast import forecast
 from rlcurves.plot import plot_comparison, plot_forecast, plot_models
 from rlcurves.powerlaw import compare_models
@@ -69,7 +71,34 @@ def variants() -> None:
     fig.savefig(HERE / "compare_variants.png", dpi=120)
 
 
+def leave_one_out() -> None:
+    """Every real leave-one-out run (red) against its baseline (grey), on generated tokens."""
+    runs = {n: load_example(n, compute="tokens_total") for n in list_examples(group="recipe_loo")}
+    shown = [n for n, df in runs.items() if df.attrs["baseline"] is not None]
+    fig, axes = plt.subplots(3, 4, figsize=(12, 7.8), sharex=True, sharey=True)
+    grid = np.linspace(1, max(df["compute"].max() for df in runs.values()), 300)
+    for ax, name in zip(axes.flat, shown, strict=True):
+        base = runs[name].attrs["baseline"]
+        for run, color in ((base, "0.6"), (name, "C3")):
+            df = runs[run]
+            fit = fit_sigmoid("compute", "reward", data=df)
+            ax.scatter(df["compute"], df["reward"], s=6, color=color)
+            ax.plot(grid, fit.predict(grid), color=color, lw=1.5)
+        ax.set_title(f"{name.removeprefix('recipe_loo_')}\nvs {base.removeprefix('recipe_loo_')}",
+                     fontsize=8)  # fmt: skip
+        ax.grid(alpha=0.3)
+    for ax in axes[-1]:
+        ax.set_xlabel("generated tokens")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("validation pass rate")
+    fig.suptitle("REAL leave-one-out runs of the reference trainer (red) against their baseline "
+                 "(grey), 600 steps each", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(HERE / "recipe_leave_one_out.png", dpi=110)
+
+
 if __name__ == "__main__":
     half_budget_forecast()
     power_law_failure()
     variants()
+    leave_one_out()
