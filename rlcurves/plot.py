@@ -286,7 +286,8 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
 
     The baseline is ringed and its A margin (the paper's +-0.02) shaded: a variant inside the
     band has the same ceiling within noise and is compared on B at a shared A. Variants whose A or
-    B the data do not determine are left out and named in the title.
+    B the data do not determine, or whose curve falls (A below R0), are left out and named in the
+    title.
     """
     fig, ax = _axes(ax, figsize=(6.4, 4.6))
     t = comparison.table
@@ -303,8 +304,9 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
         for name, fit in comparison.fits.items()
         if not (math.isfinite(fit.stderr["A"]) and math.isfinite(fit.stderr["B"]))
     ]
+    falling = [n for n, f in comparison.fits.items() if f.A < f.R0 and n not in undetermined]
     for i, row in t.reset_index(drop=True).iterrows():
-        if row["variant"] in undetermined:  # a step fit's B would stretch the axis to nonsense
+        if row["variant"] in undetermined + falling:  # their B is no efficiency
             continue
         color = PALETTE[i % len(PALETTE)]
         marker = "osD^v"[(i // len(PALETTE)) % 5]  # past eight variants the colours repeat
@@ -323,7 +325,7 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
             mew=2,
             label=_baseline_label(row["variant"]) if is_base else row["variant"],
         )
-    shown = t[~t["variant"].isin(undetermined)]
+    shown = t[~t["variant"].isin(undetermined + falling)]
     if len(shown) and shown["B_upper"].max() > 20 * shown["B_lower"].min():
         ax.set_xscale("log")  # a barely determined B's interval would squash all the others
     ax.set_xlabel("B, compute efficiency (higher: reaches the ceiling sooner)")
@@ -331,6 +333,8 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
     title = f"variants with {comparison.level:.0%} intervals"
     if undetermined:
         title += f"\nnot shown (A or B not determined): {', '.join(undetermined)}"
+    if falling:
+        title += f"\nnot shown (falls: A below R0): {', '.join(falling)}"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")

@@ -275,3 +275,5 @@ def test_regression_a_run_that_collapsed_is_not_called_more_efficient():
     verdict = compare(fits, n_samples=50, seed=0).verdicts().iloc[0]
     assert verdict["ceiling"] == "lower"
     assert verdict["efficiency"] == "not determined" and "pool_2000 falls" in verdict["text"]
+    title = compare(fits, n_samples=50, seed=0).plot().axes[0].get_title()
+    assert "not shown (falls: A below R0): pool_2000" in title
