@@ -352,10 +352,7 @@ class Comparison:
 
     def _verdict(self, name: str) -> tuple[str, str, str]:
         undetermined = {
-            f"{n}'s {p}"
-            for n in (name, self.baseline)
-            for p in ("A", "B")
-            if not math.isfinite(self.fits[n].stderr[p])
+            f"{n}'s {p}" for n in (name, self.baseline) for p in undetermined_shape(self.fits[n])
         }
         if undetermined:
             # a flat or non-monotone run has no S-curve: a step fit (B in the hundreds) would
@@ -399,7 +396,7 @@ class Comparison:
                 self.samples[name]["B"].to_numpy(), self.samples[self.baseline]["B"].to_numpy()
             )
             where = f"B {row['B']:.2f} vs {base['B']:.2f}"
-        falling = [n for n in (name, self.baseline) if self.fits[n].A < self.fits[n].R0]
+        falling = [n for n in (name, self.baseline) if falls(self.fits[n])]
         if falling:
             # a run that got worse fits a falling curve; its "efficiency" is how fast it fell
             efficiency = "not determined"
@@ -446,6 +443,17 @@ class Comparison:
         from .plot import plot_loglog
 
         return plot_loglog(self, ax=ax, **kwargs)
+
+
+def undetermined_shape(fit: SigmoidFit) -> list[str]:
+    """Which of A and B the data do not determine (infinite standard error): a run with no
+    S-shaped rise, fitted as a step."""
+    return [p for p in ("A", "B") if not math.isfinite(fit.stderr[p])]
+
+
+def falls(fit: SigmoidFit) -> bool:
+    """The fitted curve falls (A below R0): a run that got worse, whose B is no efficiency."""
+    return fit.A < fit.R0
 
 
 def compare(

@@ -107,8 +107,8 @@ def list_examples(group: str | None = None) -> list[str]:
     group : str, optional
         Only the runs of one family, comparable with each other on one compute axis:
         ``"simulated"``, ``"recipe_cpu_demo"`` (two seeds, 1000 steps) or ``"recipe_loo"`` (the
-        leave-one-out variants and the batch-size pair, 600 steps each); a run's family is
-        ``attrs["group"]``.
+        leave-one-out study, 600 steps each; ``attrs["baseline"]`` names the run each one
+        differs from); a run's family is ``attrs["group"]``.
     """
     names = sorted([*_EXAMPLES, *_RUNS])
     return [n for n in names if group is None or _group(n) == group]

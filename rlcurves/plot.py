@@ -3,7 +3,6 @@ accepts ``ax=`` to draw into an existing axes."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -299,12 +298,10 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
         lw=0,
         label=f"baseline A +- {comparison.margin:g}",
     )
-    undetermined = [
-        name
-        for name, fit in comparison.fits.items()
-        if not (math.isfinite(fit.stderr["A"]) and math.isfinite(fit.stderr["B"]))
-    ]
-    falling = [n for n, f in comparison.fits.items() if f.A < f.R0 and n not in undetermined]
+    from .compare import falls, undetermined_shape
+
+    undetermined = [n for n, f in comparison.fits.items() if undetermined_shape(f)]
+    falling = [n for n, f in comparison.fits.items() if falls(f) and n not in undetermined]
     for i, row in t.reset_index(drop=True).iterrows():
         if row["variant"] in undetermined + falling:  # their B is no efficiency
             continue

@@ -278,12 +278,12 @@ def varpro_lm(theta0, x, y, w, r0, bounds, lo, hi, *, max_iter: int = 200, ftol:
     return theta, A, R0, cost, converged, iterations
 
 
-def gauss_newton_polish(theta, A, R0, x, y, w, r0, bounds, lo=None, hi=None, *, steps: int = 3):
+def gauss_newton_polish(theta, A, R0, x, y, w, r0, bounds, lo, hi, *, steps: int = 3):
     """A few Gauss-Newton steps in the full parameters with the analytic Jacobian.
 
     Applied only where the linear parameters are strictly inside their bounds (at a bound the
-    projected solution is already exact in them); a step is kept only if it lowers the RSS and,
-    given the search box ``lo``, ``hi`` (``(k, 2)``), stays inside it.
+    projected solution is already exact in them); a step is kept only if it lowers the RSS and
+    stays inside the search box ``lo``, ``hi`` (``(k, 2)``, as ``theta``).
     """
     free_r0 = r0 is None
     x = np.broadcast_to(x, y.shape)
@@ -291,17 +291,14 @@ def gauss_newton_polish(theta, A, R0, x, y, w, r0, bounds, lo=None, hi=None, *, 
     if free_r0:
         inside &= (R0 > bounds.R0[0]) & (R0 < bounds.R0[1])
     for _ in range(steps):
-        # a resample of a run with no S-curve can arrive as a step (log B past 709): its B is
-        # inf, its Jacobian not finite, and no step of it is kept
-        with np.errstate(over="ignore", invalid="ignore"):
-            B = np.exp(theta[:, 0])
-            s = fraction_of_gain(x, B[:, None], theta[:, 1][:, None])
-            r = w * (y - R0[:, None] - (A - R0)[:, None] * s)
-            cost = np.sum(r * r, axis=-1)
-            J = jacobian_internal(x, A[:, None], R0[:, None], B[:, None], theta[:, 1][:, None])
+        B = np.exp(theta[:, 0])
+        s = fraction_of_gain(x, B[:, None], theta[:, 1][:, None])
+        r = w * (y - R0[:, None] - (A - R0)[:, None] * s)
+        cost = np.sum(r * r, axis=-1)
+        J = jacobian_internal(x, A[:, None], R0[:, None], B[:, None], theta[:, 1][:, None])
         if not free_r0:
             J = J[..., [0, 2, 3]]
-        J = np.nan_to_num(J * w[..., None], nan=0.0, posinf=0.0, neginf=0.0)
+        J = J * w[..., None]
         JtJ = np.einsum("kni,knj->kij", J, J)
         Jtr = np.einsum("kni,kn->ki", J, r)
         diag = np.diagonal(JtJ, axis1=1, axis2=2)
@@ -327,15 +324,13 @@ def gauss_newton_polish(theta, A, R0, x, y, w, r0, bounds, lo=None, hi=None, *, 
         keep = inside & np.isfinite(cost_new) & (cost_new <= cost)
         keep &= (new_A >= bounds.A[0]) & (new_A <= bounds.A[1])
         keep &= (new_R0 >= bounds.R0[0]) & (new_R0 <= bounds.R0[1])
-        if lo is not None:
-            # a run with no S-curve rewards ever sharper steps: log B would run past 709
-            keep &= np.all((new_theta >= lo) & (new_theta <= hi), axis=-1)
+        # a run with no S-curve rewards ever sharper steps: log B would run past exp's range
+        keep &= np.all((new_theta >= lo) & (new_theta <= hi), axis=-1)
         theta = np.where(keep[:, None], new_theta, theta)
         A, R0 = np.where(keep, new_A, A), np.where(keep, new_R0, R0)
         if not keep.any():
             break
-    with np.errstate(over="ignore"):
-        B = np.exp(theta[:, 0])
+    B = np.exp(theta[:, 0])
     s = fraction_of_gain(x, B[:, None], theta[:, 1][:, None])
     r = w * (y - R0[:, None] - (A - R0)[:, None] * s)
     return theta, A, R0, np.sum(r * r, axis=-1)

@@ -4,8 +4,8 @@
 # against PipelineRL-8 and PPO-off-policy-8 (both with max_lag=8). Two choices need their own
 # baseline to mean anything: the FP32 head only differs from the body's dtype in a bfloat16 model
 # (the demo is float32), and no-positive resampling only acts from the second epoch (600 steps x 32
-# prompts is less than one pass over 20,000 prompts), hence the bf16 and 2,000-prompt pairs. Two lanes run side by side (the
-# trainer uses one torch thread). Compute is wall-clock hours x 1 device, so machine load stretches
+# prompts is less than one pass over 20,000 prompts), hence the bf16 and 2,000-prompt pairs.
+# Two lanes run side by side (the trainer uses one torch thread). Compute is wall-clock hours x 1 device, so machine load stretches
 # the axis: run it on an otherwise idle machine.
 # Usage: bash scripts/run_leave_one_out.sh [OUT_DIR] [STEPS]
 set -euo pipefail
@@ -30,5 +30,6 @@ lane "scalerl:seed=0" "loo-dapo:loss=dapo" "loo-fp32-head:fp32_head=false" \
 lane "loo-aggregation:aggregation=sample" "loo-adv-norm:adv_norm=prompt" \
      "loo-no-positive:positive_threshold=null" "loo-ppo-off-policy:mode=ppo-off-policy" \
      "batch-64:prompts_per_step=64" "pipeline-rl:mode=pipeline" \
-     "pool-2000:train_prompts=2000" "pool-2000-no-positive:train_prompts=2000 positive_threshold=null" &
+     "pool-2000:train_prompts=2000" \
+     "pool-2000-no-positive:train_prompts=2000 positive_threshold=null" &
 wait
