@@ -34,3 +34,8 @@ class IdentifiabilityWarning(UserWarning):
     Typical cause: a run that stops before its midpoint, where A and C_mid trade off. Standard
     errors are then large; prefer profile or posterior intervals to the symmetric ones.
     """
+
+
+class DataRepairWarning(UserWarning):
+    """``read_log`` changed or dropped data it could not trust (a clock glitch): the message names
+    the rows, and ``attrs["cleaning"]`` of the frame holds the details."""

@@ -50,3 +50,59 @@ def test_repair_does_not_depend_on_write_order_when_steps_are_known(case, rnd):
     rnd.shuffle(order)
     repaired, _ = repair_restarts(logged[order], steps[order], "test", "'clock'")
     np.testing.assert_allclose(repaired, clock[order], rtol=1e-12)
+
+
+# --- point 1 of issue 17: a small clock glitch is not a restart ---------------------------------
+
+DATA = __import__("pathlib").Path(__file__).parent / "data" / "logs"
+
+
+def test_point1_swapped_pair_is_a_glitch_not_a_restart():
+    import warnings
+
+    import pytest
+
+    from rlcurves import fit_sigmoid
+    from rlcurves.errors import DataRepairWarning
+    from rlcurves.logs import describe_log, read_log
+
+    with pytest.warns(DataRepairWarning, match=r"step 5000, step 5100"):
+        df = read_log(DATA / "glitch" / "swapped_pair.csv")
+    # nothing shifted: every kept row has the compute it was logged with
+    np.testing.assert_array_equal(df["compute"], df["gpu_hours"])
+    assert df.loc[df["step"] == 5200, "compute"].item() == 10_400
+    assert 5000 not in set(df["step"]) and 5100 not in set(df["step"])
+    entry = next(e for e in df.attrs["cleaning"] if e["step"] == "drop_compute_glitch")
+    assert entry["rows"] == 2 and entry["glitches"][0]["values"] == [3000.0, 2000.0]
+    assert "drop_compute_glitch: 2 rows" in describe_log(df)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid("compute", "reward", data=df)
+    assert abs(fit.A - 0.609) < 0.01  # the clean file gives 0.609; read as a restart 0.598
+
+
+def _steps_clock(n=20, rate=200.0):
+    steps = np.arange(n, dtype=float)
+    return steps, steps * rate
+
+
+def test_point1_adjacent_swap_spike_and_real_restart_are_told_apart():
+    steps, clock = _steps_clock()
+    swapped = clock.copy()
+    swapped[[10, 11]] = swapped[[11, 10]]
+    for order in (steps, None):
+        repaired, report = repair_restarts(swapped, order, "t", "'c'")
+        assert report["restarts"] == 0 and report["glitches"][0]["kind"] == "out of order"
+        assert np.isnan(repaired[[10, 11]]).all()
+        np.testing.assert_array_equal(np.delete(repaired, [10, 11]), np.delete(clock, [10, 11]))
+    spike = clock.copy()
+    spike[10] = 30_000.0
+    repaired, report = repair_restarts(spike, steps, "t", "'c'")
+    assert report["restarts"] == 0 and report["glitches"][0]["where"] == ["step 10"]
+    np.testing.assert_array_equal(np.delete(repaired, 10), np.delete(clock, 10))
+    # a real restart (a new process's clock from ~0, continuing) is still offset
+    restarted = clock.copy()
+    restarted[12:] = clock[12:] - clock[11]
+    repaired, report = repair_restarts(restarted, steps, "t", "'c'")
+    assert report["restarts"] == 1 and report["glitches"] == []
+    np.testing.assert_allclose(repaired, clock)

@@ -25,12 +25,18 @@ def _steps_text(values: pd.Series, limit: int = 8) -> str:
 
 
 def clean_rows(
-    raw: RawLog, reward: str, step: str | None, compute: np.ndarray, joined: np.ndarray
+    raw: RawLog,
+    reward: str,
+    step: str | None,
+    compute: np.ndarray,
+    joined: np.ndarray,
+    glitched: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, list[dict]]:
     """The kept rows (with ``__compute``) in step order, and the report of what was dropped."""
     frame = raw.frame.copy()
     frame["__compute"] = compute
     frame["__joined"] = joined
+    frame["__glitched"] = np.zeros(len(frame), dtype=bool) if glitched is None else glitched
     written_nan = raw.written_nan(reward)
     report: list[dict] = []
 
@@ -77,6 +83,17 @@ def clean_rows(
     )
     frame = frame[~(nan | inf)]
 
+    glitch = frame["__glitched"].to_numpy(dtype=bool)
+    if glitch.any():
+        report.append(
+            _entry(
+                "drop_compute_glitch",
+                glitch.sum(),
+                "reward records whose compute is out of line with its neighbours (a glitch)",
+            )
+        )
+    frame = frame[~glitch]
+
     no_compute = ~np.isfinite(frame["__compute"].to_numpy(dtype=float))
     report.append(
         _entry(
@@ -98,4 +115,4 @@ def clean_rows(
         )
     if step is not None:
         frame = frame.sort_values(step, kind="stable")
-    return frame.drop(columns="__joined"), report
+    return frame.drop(columns=["__joined", "__glitched"]), report

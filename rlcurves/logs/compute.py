@@ -222,22 +222,35 @@ def _no_compute(raw: RawLog, step: str | None) -> RLCurvesError:
 def repair_restarts(
     values: np.ndarray, steps: np.ndarray | None, source: str, column_label: str
 ) -> tuple[np.ndarray, dict]:
-    """Offset the segments of a compute axis that went backwards after a restart.
+    """Offset the segments of a compute axis whose clock restarted; set clock glitches aside.
 
     The axis is read in step order (later write kept per step) or, without a step column, in
-    write order. Where it drops, the run restarted and its clock started again from zero, so the
-    rest is shifted up by the value just before the drop. Records with no compute of their own
-    take the repaired compute of another record at the same step (counted as ``joined``).
-    Refuses (RLCurvesError) when drops are so frequent that the column is not cumulative.
-    A restart shows only as a drop: a restarted clock whose first value already exceeds the last
-    value before the restart (a segment shorter than one step of the next) goes unseen.
+    write order. Where it drops, one of two things happened, told apart by what follows:
+
+    - a **restart** (a new process whose clock starts again): the counter falls back and then
+      *continues* from there, step by step. The rest is shifted up by the value just before the
+      drop. (A step counter that repeats, a run resumed from a checkpoint, is the later write
+      kept per step, before this.)
+    - a **glitch** (a few records whose clock is out of line: two values swapped, a stray
+      value): the counter falls, and within :data:`GLITCH_ROWS` records jumps back to where it
+      was (or it fell back by no more than a few steps' worth, not to near its start); or a few
+      records jumped far above the trajectory the next one continues. Those records' compute is
+      unknown, so they get none (NaN; ``read_log`` drops them and warns, naming them): shifting
+      every later row by a glitch would silently corrupt the rest of the axis.
+
+    "A few steps' worth" is measured in the run's typical increment (median increase per step).
+    Records with no compute of their own take the repaired compute of another record at the
+    same step (counted as ``joined``). Refuses (RLCurvesError) when drops are so frequent that
+    the column is not cumulative. A restart shows only as a drop: a restarted clock whose first
+    value already exceeds the last value before the restart goes unseen.
 
     Returns
     -------
     repaired : ndarray
         Compute per record (NaN where none can be given).
     report : dict
-        ``{"restarts", "rows", "at", "joined"}``.
+        ``{"restarts", "rows", "at", "joined", "glitches"}``; ``glitches`` is a list of
+        ``{"where": [...], "values": [...], "kind"}``, one per glitch.
     """
     values = np.asarray(values, dtype=float)
     n = len(values)
@@ -251,7 +264,6 @@ def repair_restarts(
         order = table["row"].to_numpy()
     series = values[order]
     drops = np.flatnonzero(np.diff(series) < 0) + 1
-    report = {"restarts": len(drops), "rows": 0, "at": [], "joined": 0}
     limit = max(2, int(MAX_RESTART_SHARE * len(series)))
     if len(drops) > limit:
         where = [_where(steps, order[i]) for i in drops[:5]]
@@ -264,12 +276,28 @@ def repair_restarts(
             column=column_label,
             drops=len(drops),
         )
+    position = (
+        steps[order].astype(float) if steps is not None else np.arange(len(series), dtype=float)
+    )
+    glitch, restart_at, glitches = _classify_drops(series, position)
+    report = {"restarts": len(restart_at), "rows": 0, "at": [], "joined": 0, "glitches": []}
+    for kind, rows in glitches:
+        report["glitches"].append(
+            {
+                "kind": kind,
+                "where": [_where(steps, order[k]) for k in rows],
+                "values": [float(series[k]) for k in rows],
+            }
+        )
     offsets = np.zeros(len(series))
     offset = 0.0
-    drop_set = set(drops.tolist())
-    for i in range(1, len(series)):
-        if i in drop_set:
-            before = series[i - 1] + offsets[i - 1]
+    last = None
+    starts = set(restart_at)
+    for i in range(len(series)):
+        if glitch[i]:
+            continue
+        if i in starts and last is not None:
+            before = series[last] + offsets[last]
             report["at"].append(
                 {
                     "where": _where(steps, order[i]),
@@ -279,24 +307,107 @@ def repair_restarts(
             )
             offset = before
         offsets[i] = offset
-    repaired_sorted = series + offsets
-    report["rows"] = int(np.count_nonzero(offsets))
+        last = i
+    repaired_sorted = np.where(glitch, np.nan, series + offsets)
+    report["rows"] = int(np.count_nonzero(offsets[~glitch]))
     repaired = np.full(n, np.nan)
+    report["glitched_records"] = np.zeros(n, dtype=bool)
     if steps is None:
         repaired[order] = repaired_sorted
+        report["glitched_records"][order[glitch]] = True
         return repaired, report
     sorted_steps = steps[order]
     all_steps = np.asarray(steps, dtype=float)
     known = np.isfinite(all_steps)
-    position = np.searchsorted(sorted_steps, all_steps[known], side="right") - 1
-    offset_rows = np.where(position >= 0, offsets[np.clip(position, 0, None)], 0.0)
+    pos = np.searchsorted(sorted_steps, all_steps[known], side="right") - 1
+    offset_rows = np.where(pos >= 0, offsets[np.clip(pos, 0, None)], 0.0)
     own = values[known] + offset_rows
+    # every record at a glitched step is set aside with it (its clock is the glitched one)
+    at_glitch = np.isin(all_steps[known], sorted_steps[glitch])
+    own[at_glitch] = np.nan
+    report["glitched_records"][np.flatnonzero(known)[at_glitch]] = True
     at_step = pd.Series(repaired_sorted, index=sorted_steps)
     same_step = pd.Series(all_steps[known]).map(at_step).to_numpy(dtype=float)
-    joined = ~np.isfinite(own) & np.isfinite(same_step)
+    joined = ~np.isfinite(own) & np.isfinite(same_step) & ~at_glitch
     report["joined"] = int(joined.sum())
     repaired[known] = np.where(np.isfinite(own), own, same_step)
     return repaired, report
+
+
+# A clock glitch spans at most this many records; a jump back of more than JUMP typical
+# increments at once ends one; a fall of at most JITTER increments (not to within NEAR_ZERO
+# increments of the start, where a restarted clock begins) is one.
+GLITCH_ROWS = 3
+JUMP = 5.0
+JITTER = 3.0
+NEAR_ZERO = 3.0
+
+
+def _classify_drops(
+    series: np.ndarray, position: np.ndarray
+) -> tuple[np.ndarray, list[int], list[tuple[str, list[int]]]]:
+    """(glitch mask, positions where a restarted clock begins, [(kind, glitched positions)])."""
+    m = len(series)
+    glitch = np.zeros(m, dtype=bool)
+    restarts: list[int] = []
+    glitches: list[tuple[str, list[int]]] = []
+    d, g = np.diff(series), np.diff(position)
+    ok = (d > 0) & (g > 0)
+    rate = float(np.median(d[ok] / g[ok])) if ok.any() else math.nan
+    if not math.isfinite(rate) or rate <= 0:
+        drops = [int(i) for i in np.flatnonzero(d < 0) + 1]
+        return glitch, drops, glitches  # nothing to measure a glitch against: restarts
+
+    def expected(a: int, b: int) -> float:
+        return rate * max(float(position[b] - position[a]), 1e-300)
+
+    kept = [0]  # positions kept since the current segment began (its clock)
+    start = float(series[0])
+    i = 1
+    while i < m:
+        last = kept[-1]
+        before = series[last]
+        if series[i] >= before:
+            kept.append(i)
+            i += 1
+            continue
+        # (a) falls, then within a few records jumps back to where it was: those records
+        window = range(i + 1, min(i + 1 + GLITCH_ROWS, m))
+        ret = next((k for k in window if series[k] >= before), None)
+        if ret is not None and series[ret] - series[ret - 1] > JUMP * expected(ret - 1, ret):
+            glitch[i:ret] = True
+            glitches.append(("fell and jumped back", list(range(i, ret))))
+            i = ret
+            continue
+        # (b) the last few kept records jumped far above the line the next one continues
+        spike = None
+        for back in range(1, min(GLITCH_ROWS, len(kept) - 1) + 1):
+            first, prior = kept[-back], kept[-back - 1]
+            if series[i] >= series[prior] and series[first] - series[prior] > JUMP * expected(
+                prior, first
+            ):
+                spike = back
+                break
+        if spike is not None:
+            rows = kept[-spike:]
+            glitch[rows] = True
+            glitches.append(("jumped out of line", rows))
+            del kept[-spike:]
+            continue  # compare record i again, with the record before the spike
+        # (c) fell back by a step or two's worth (two values swapped), not to near the start
+        fell = before - series[i]
+        near_start = series[i] <= max(start, 0.0) + NEAR_ZERO * expected(last, i)
+        if fell <= JITTER * expected(last, i) and not near_start and len(kept) > 1:
+            glitch[[last, i]] = True
+            glitches.append(("out of order", [last, i]))
+            kept.pop()
+            i += 1
+            continue
+        # (d) falls back and continues from there: a restarted clock
+        restarts.append(i)
+        kept = [i]
+        i += 1
+    return glitch, restarts, glitches
 
 
 def _where(steps: np.ndarray | None, row: int) -> str:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..errors import RLCurvesError
+from ..errors import DataRepairWarning, RLCurvesError
 from ._paths import TABLE_SUFFIXES
 from ._raw import RawLog
 from .clean import clean_rows
@@ -48,8 +49,19 @@ def _curve(
     axis = derive_compute(raw, step, compute, gpus, gpu_hours_per_step)
     steps = raw.frame[step].to_numpy(dtype=float) if step is not None else None
     repaired, restarts = repair_restarts(axis.values, steps, raw.source, repr(axis.columns[0]))
+    glitched = restarts.pop("glitched_records")
     joined = ~np.isfinite(axis.values) & np.isfinite(repaired)
-    rows, report = clean_rows(raw, reward_column, step, repaired, joined)
+    rows, report = clean_rows(raw, reward_column, step, repaired, joined, glitched)
+    glitch_entry = next((e for e in report if e["step"] == "drop_compute_glitch"), None)
+    if restarts["glitches"] and glitch_entry is not None:
+        glitch_entry["glitches"] = restarts["glitches"]
+        glitch_entry["detail"] = _glitch_text(restarts["glitches"], axis.columns[0])
+        warnings.warn(
+            f"{raw.source}: {glitch_entry['detail']}; {glitch_entry['rows']} row(s) dropped. "
+            "Fix those values in the log, or pass compute= another column.",
+            DataRepairWarning,
+            stacklevel=4,
+        )
     if restarts["restarts"]:
         report.insert(
             0,
@@ -106,6 +118,18 @@ def _curve(
         "meta": raw.meta,
     }
     return out, attrs
+
+
+def _glitch_text(glitches: list[dict], column: str) -> str:
+    parts = [
+        f"{', '.join(g['where'])} ({g['kind']}: {[round(v, 6) for v in g['values']]})"
+        for g in glitches
+    ]
+    return (
+        f"compute column {column!r} is out of line at " + "; ".join(parts) + ": a clock glitch, "
+        "not a restart (the counter came back to its old trajectory), so those rows' compute is "
+        "unknown and they were dropped"
+    )
 
 
 def _same(original: pd.Series, canonical: pd.Series | None) -> bool:

@@ -400,6 +400,31 @@ def recipe(train: pd.DataFrame, evals: pd.DataFrame) -> None:
     )
 
 
+def glitches() -> None:
+    """The bundled simulated run with two compute values out of line (a clock glitch, not a
+    restart): rows 50-51 (steps 5000, 5100) logged 3000 and 2000 GPU-hours instead of 10,000 and
+    10,200. Read as a restart, every later row was shifted by 12,800 GPU-hours (issue 17); and a
+    wide table: one reward column per model, as a W&B or spreadsheet export has it."""
+    source = HERE.parents[2] / "rlcurves" / "data" / "simulated_scalerl_8b.csv"
+    run = pd.read_csv(source, comment="#")
+    run.loc[[50, 51], "gpu_hours"] = [3000.0, 2000.0]
+    (HERE / "glitch").mkdir(parents=True, exist_ok=True)
+    run.to_csv(HERE / "glitch" / "swapped_pair.csv", index=False)
+    rng = np.random.default_rng(17)
+    steps = np.arange(0, 2001, 50)
+    compute = steps * 4.0  # GPU-hours
+    wide = {"Step": steps, "gpu_hours": compute}
+    for name, a, b, c_mid in (
+        ("14b", 0.72, 1.9, 2500),
+        ("8b", 0.61, 1.9, 2542),
+        ("4b", 0.52, 1.7, 2700),
+    ):
+        clean = 0.3 + (a - 0.3) / (1 + (c_mid / np.maximum(compute, 1e-9)) ** b)
+        wide[name] = np.round(clean + rng.normal(0, 0.008, steps.size), 5)
+    (HERE / "wide").mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(wide).to_csv(HERE / "wide" / "models.csv", index=False)
+
+
 def main() -> None:
     train, evals = curves()
     for sub in ("csv", "tsv", "parquet", "jsonl", "verl", "wandb"):
@@ -413,6 +438,7 @@ def main() -> None:
     trl(train, evals)
     pipelinerl(train, evals)
     recipe(train, evals)
+    glitches()
 
 
 if __name__ == "__main__":
