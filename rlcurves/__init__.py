@@ -10,11 +10,12 @@ from .backtest import Backtest, backtest
 from .bayes import Posterior, Prior
 from .bootstrap import BootstrapResult
 from .compare import Comparison, Crossover, compare
-from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
+from .errors import DataRepairWarning, IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .fit import fit_sigmoid, fit_sigmoid_batch
 from .forecast import Forecast, forecast
 from .logs import describe_log, read_log, read_logs, read_wandb_run
 from .model import inverse_sigmoid, power_law, sigmoid
+from .plot import plot_fits
 from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
 from .profile import ProfileResult
 from .result import SigmoidFit
@@ -29,6 +30,7 @@ __all__ = [
     "Comparison",
     "ComputeTarget",
     "Crossover",
+    "DataRepairWarning",
     "Forecast",
     "IdentifiabilityWarning",
     "ModelComparison",
@@ -52,6 +54,7 @@ __all__ = [
     "fit_sigmoid_batch",
     "forecast",
     "inverse_sigmoid",
+    "plot_fits",
     "power_law",
     "read_log",
     "read_logs",

@@ -21,7 +21,7 @@ from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from ._data import resolve_xy
-from ._format import format_compute
+from ._format import format_compute, units_of
 from ._samples import parameter_samples, tails
 from .errors import RLCurvesError
 from .result import SigmoidFit
@@ -187,6 +187,7 @@ def backtest(
     last = int(np.argmax(c))
     kw = dict(r0=r0, min_compute=min_compute, label=label)
     full = _quiet(fit_sigmoid, c, r, **kw)
+    full.units = units_of(data, compute, reward)  # axis labels of the plot
     truth_value, truth_A = float(full.predict(final)), full.A
     rows, fits = [], {}
     for f in tqdm(sorted(fractions), desc="backtest", disable=not progress, leave=False):

@@ -444,6 +444,12 @@ class Comparison:
 
         return plot_loglog(self, ax=ax, **kwargs)
 
+    def plot_curves(self, ax=None, **kwargs: Any):
+        """Every variant's data and curve in one figure (see :func:`rlcurves.plot.plot_fits`)."""
+        from .plot import plot_fits
+
+        return plot_fits(self.fits, ax=ax, **kwargs)
+
 
 def undetermined_shape(fit: SigmoidFit) -> list[str]:
     """Which of A and B the data do not determine (infinite standard error): a run with no

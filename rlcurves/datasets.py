@@ -159,6 +159,7 @@ def load_example(name: str, compute: str | None = None) -> pd.DataFrame:
         source=f"rlcurves/data/{filename}",
         description=description,
         compute_unit=unit,
+        reward={"column": reward_col, "how": "the example's reward column"},
         simulated=name.startswith("simulated"),
         name=name,
         group=_group(name),

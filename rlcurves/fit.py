@@ -132,16 +132,32 @@ def fit_sigmoid(
             notes.append(
                 f"the solver stopped after {sol.iterations[0]} iterations without converging"
             )
-        return build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args)
+        return _with_units(
+            data,
+            compute,
+            reward,
+            build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args),
+        )
     if method == "paper-grid":
         from .paper_grid import fit_paper_grid
 
         params, ok, note = fit_paper_grid(c[window], r[window], r0, s, window, **opts)
-        return build_fit(params, ok, "paper-grid", [note], **fit_args)
+        return _with_units(
+            data, compute, reward, build_fit(params, ok, "paper-grid", [note], **fit_args)
+        )
     from .lmfit_model import fit_with_lmfit
 
     params, ok, note = fit_with_lmfit(c, r, s, window, r0, box, **opts)
-    return build_fit(params, ok, "lmfit", [note] if note else [], **fit_args)
+    return _with_units(
+        data, compute, reward, build_fit(params, ok, "lmfit", [note] if note else [], **fit_args)
+    )
+
+
+def _with_units(data, compute, reward, fit: SigmoidFit) -> SigmoidFit:
+    from ._format import units_of
+
+    fit.units = units_of(data, compute, reward)
+    return fit
 
 
 def build_fit(

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._format import format_compute
+from ._format import compute_label as _compute_label
+from ._format import format_compute, unit_name
+from .errors import RLCurvesError
 from .model import sigmoid
 
 if TYPE_CHECKING:
@@ -21,8 +23,50 @@ if TYPE_CHECKING:
     from .result import SigmoidFit
     from .runs import RunsFit
 
-# Okabe-Ito: distinguishable with the common forms of colour blindness.
-PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+# Twelve colours for a dozen variants, safe with the common forms of colour blindness: the
+# Okabe-Ito set (Okabe & Ito 2008; yellow last, it is faint on white) extended with the darker
+# colours of Paul Tol's "muted" scheme and a grey. Past eight colours, markers keep neighbours
+# apart too (MARKERS cycles with a different period), so no two of a dozen variants look alike.
+PALETTE = [
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#332288",  # indigo (Tol)
+    "#882255",  # wine (Tol)
+    "#999933",  # olive (Tol)
+    "#777777",  # grey
+    "#F0E442",  # yellow
+]
+MARKERS = ["o", "s", "D", "^", "v", "P", "X"]
+
+
+def style(i: int) -> tuple[str, str]:
+    """(colour, marker) of the i-th series: twelve colours, seven markers, 84 distinct pairs."""
+    return PALETTE[i % len(PALETTE)], MARKERS[i % len(MARKERS)]
+
+
+def _unit(fit: SigmoidFit) -> str | None:
+    return getattr(fit, "units", {}).get("compute")
+
+
+def _reward_label(fit: SigmoidFit) -> str:
+    return getattr(fit, "units", {}).get("reward") or "reward"
+
+
+def _shared_unit(fits) -> str | None:
+    units = {_unit(f) for f in fits}
+    known = units - {None}
+    if len(known) > 1:
+        raise RLCurvesError(
+            f"these fits are on different compute axes ({sorted(known)}); they cannot share a "
+            "figure. Read them on one axis (read_log(..., compute=...)) and refit.",
+            units=sorted(known),
+        )
+    return known.pop() if known else None
 
 
 def _axes(ax: Axes | None, figsize=(6.4, 4.2)) -> tuple[Figure, Axes]:
@@ -43,9 +87,10 @@ def plot_fit(
     logx: bool = False,
     color: str | None = None,
     label: str | None = None,
-    compute_label: str = "compute (GPU-hours)",
-    reward_label: str = "validation pass rate",
+    compute_label: str | None = None,
+    reward_label: str | None = None,
     show_asymptote: bool = True,
+    title: str | None = None,
     **scatter_kws: Any,
 ) -> Figure:
     """Data and fitted curve; the extrapolated segment dashed, the excluded window shaded.
@@ -66,6 +111,10 @@ def plot_fit(
         Log-scale compute axis.
     color, label : str, optional
         Curve colour and legend label (default: the fit's label).
+    compute_label, reward_label, title : str, optional
+        Axis labels and title; default: the compute unit and reward column the data carried
+        (``fit.units``), and the fit's label with its parameters. To draw several fits in one
+        figure use :func:`plot_fits` (one colour and one legend entry each).
     """
     fig, ax = _axes(ax)
     color = color or PALETTE[0]
@@ -179,14 +228,125 @@ def plot_fit(
         )
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel(compute_label)
-    ax.set_ylabel(reward_label)
+    unit = _unit(fit)
+    ax.set_xlabel(compute_label or _compute_label(unit))
+    ax.set_ylabel(reward_label or _reward_label(fit))
+    params = (
+        f"A={fit.A:.3f}  B={fit.B:.2f}  C_mid={format_compute(fit.C_mid, unit)}  R0={fit.R0:.3f}"
+    )
+    ax.set_title(title or (f"{fit.label}\n{params}" if fit.label else params), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def plot_fits(
+    fits,
+    ax: Axes | None = None,
+    *,
+    bands: bool = False,
+    level: float = 0.9,
+    seed: int | None = 0,
+    extrapolate_to: float | None = None,
+    logx: bool = False,
+    title: str | None = None,
+    legend: str = "outside",
+) -> Figure:
+    """Several fits in one figure: one colour (and marker) per run, one legend entry each.
+
+    Parameters
+    ----------
+    fits : dict of SigmoidFit, list of SigmoidFit, or Comparison
+        The curves (a list is named by each fit's label; a Comparison by its variants).
+    ax : matplotlib Axes, optional
+    bands : bool
+        Shade each curve's ``level`` interval (:func:`rlcurves.forecast.forecast`, the
+        calibrated bootstrap; a few seconds per fit).
+    level, seed
+        Of the bands.
+    extrapolate_to : float, optional
+        Draw every curve (dashed past its fit window) up to this compute; default: the largest
+        compute of any run.
+    logx : bool
+        Log-scale compute axis.
+    title : str, optional
+        Default: the number of runs and the compute axis.
+    legend : {"outside", "inside"}
+        "outside" (default) puts the legend right of the axes, clear of the points.
+
+    Raises
+    ------
+    RLCurvesError
+        Fits on different compute axes (say GPU-hours and tokens), or no fits.
+    """
+    if hasattr(fits, "fits") and hasattr(fits, "baseline"):
+        fits = fits.fits
+    if not isinstance(fits, dict):
+        fits = {(f.label or f"fit {i + 1}"): f for i, f in enumerate(fits)}
+    if not fits:
+        raise RLCurvesError("plot_fits needs at least one fit; pass a dict or list of fits.")
+    unit = _shared_unit(fits.values())
+    fig, ax = _axes(ax, figsize=(8.2, 4.6) if legend == "outside" else (6.4, 4.2))
+    end = max([extrapolate_to or 0.0, *(float(f.compute.max()) for f in fits.values())])
+    for i, (name, fit) in enumerate(fits.items()):
+        color, marker = style(i)
+        c, r, inside = fit.compute, fit.reward, fit.window
+        ax.scatter(c[inside], r[inside], s=12, color=color, marker=marker, alpha=0.7, lw=0)
+        if (~inside).any():
+            ax.scatter(
+                c[~inside],
+                r[~inside],
+                s=12,
+                marker=marker,
+                facecolors="none",
+                edgecolors=color,
+                alpha=0.6,
+            )
+        lo, hi = float(fit.fit_compute.min()), float(fit.fit_compute.max())
+        start = max(lo, 1e-12) if logx else lo
+        grid = np.geomspace(start, end, 300) if logx else np.linspace(start, end, 300)
+        within = grid <= hi
+        ax.plot(
+            grid[within],
+            fit.predict(grid[within]),
+            color=color,
+            lw=2,
+            marker=marker,
+            markevery=[0],
+            ms=5,
+            label=f"{name}: A = {fit.A:.3f}, B = {fit.B:.2f}",
+        )
+        if (~within).any():
+            ax.plot(grid[~within], fit.predict(grid[~within]), color=color, lw=1.6, ls="--")
+        if bands:
+            from .forecast import forecast
+
+            band = forecast(fit, grid, level=level, seed=seed, progress=False)
+            ax.fill_between(grid, band.lower, band.upper, color=color, alpha=0.15, lw=0)
+    # the line styles, once, in grey: what solid, dashed and hollow mean
+    ax.plot([], [], color="0.4", lw=2, label="fitted window")
+    ax.plot([], [], color="0.4", lw=1.6, ls="--", label="extrapolation")
+    if any((~f.window).any() for f in fits.values()):
+        ax.scatter(
+            [], [], s=12, facecolors="none", edgecolors="0.4", label="outside the fit window"
+        )
+    if bands:
+        ax.fill_between([], [], [], color="0.4", alpha=0.15, lw=0, label=f"{level:.0%} interval")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(_compute_label(unit))
+    rewards = {_reward_label(f) for f in fits.values()}
+    ax.set_ylabel(rewards.pop() if len(rewards) == 1 else "reward")
     ax.set_title(
-        f"A={fit.A:.3f}  B={fit.B:.2f}  C_mid={format_compute(fit.C_mid)}  R0={fit.R0:.3f}",
+        title
+        or f"{len(fits)} runs, one colour each (compute: {unit_name(unit) or 'unit not given'})",
         fontsize=10,
     )
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    if legend == "outside":
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    else:
+        ax.legend(fontsize=8, loc="best")
     return fig
 
 
@@ -264,12 +424,13 @@ def plot_loglog(
     else:
         fits, shared_a = dict(source), None
     for i, (name, fit) in enumerate(fits.items()):
-        color = PALETTE[i % len(PALETTE)]
+        color = style(i)[0]
         df = fit.loglog().dropna()
         ax.scatter(df["log_compute"], df["log_F"], s=12, color=color, alpha=0.7, lw=0)
         x = np.linspace(df["log_compute"].min(), df["log_compute"].max(), 2)
         ax.plot(x, fit.B * x, color=color, lw=2, label=f"{name}: slope B = {fit.B:.2f}")
-    ax.set_xlabel("log C  (C in GPU-hours)")
+    unit = unit_name(_shared_unit(fits.values()))
+    ax.set_xlabel(f"log C  (C in {unit})" if unit else "log C")
     ax.set_ylabel("log F(R),  F = C_mid^B / ((A - R0)/(R - R0) - 1)")
     title = "log-log efficiency view"
     if shared_a is not None:
@@ -288,7 +449,7 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
     B the data do not determine, or whose curve falls (A below R0), are left out and named in the
     title.
     """
-    fig, ax = _axes(ax, figsize=(6.4, 4.6))
+    fig, ax = _axes(ax, figsize=(8.4, 4.8))
     t = comparison.table
     base = t[t["variant"] == comparison.baseline].iloc[0]
     ax.axhspan(
@@ -305,8 +466,7 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
     for i, row in t.reset_index(drop=True).iterrows():
         if row["variant"] in undetermined + falling:  # their B is no efficiency
             continue
-        color = PALETTE[i % len(PALETTE)]
-        marker = "osD^v"[(i // len(PALETTE)) % 5]  # past eight variants the colours repeat
+        color, marker = style(i)
         is_base = row["variant"] == comparison.baseline
         ax.errorbar(
             row["B"],
@@ -327,14 +487,19 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
         ax.set_xscale("log")  # a barely determined B's interval would squash all the others
     ax.set_xlabel("B, compute efficiency (higher: reaches the ceiling sooner)")
     ax.set_ylabel("A, asymptotic pass rate (ceiling)")
-    title = f"variants with {comparison.level:.0%} intervals"
+    unit = unit_name(_shared_unit(comparison.fits.values()))
+    title = (
+        f"{len(t)} variants against baseline {comparison.baseline!r}, "
+        f"{comparison.level:.0%} intervals\ncompute axis: {unit or 'unit not given'}"
+    )
     if undetermined:
         title += f"\nnot shown (A or B not determined): {', '.join(undetermined)}"
     if falling:
         title += f"\nnot shown (falls: A below R0): {', '.join(falling)}"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
+    # beside the axes, never over a point (nine variants fill any corner)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
 
 
@@ -353,17 +518,29 @@ def plot_backtest(backtest: Backtest, ax: Axes | None = None) -> Figure:
     x = t["fit_to"].to_numpy(dtype=float)
     dx = 0.012 * (backtest.final_compute)
     final = float(backtest.full.predict(backtest.final_compute))
-    for values, lo, hi, ref, color, name, shift in (
+    unit = _unit(backtest.full)
+    at = format_compute(backtest.final_compute, unit)
+    for values, lo, hi, ref, color, name, ref_name, shift in (
         (
             "forecast",
             "forecast_lower",
             "forecast_upper",
             final,
             PALETTE[0],
-            f"forecast of R at C = {backtest.final_compute:,.0f}",
+            f"forecast of R at C = {at}",
+            f"whole-run fit's R at C = {at}",
             -dx,
         ),
-        ("A", "A_lower", "A_upper", backtest.full.A, PALETTE[1], "estimate of A (ceiling)", dx),
+        (
+            "A",
+            "A_lower",
+            "A_upper",
+            backtest.full.A,
+            PALETTE[1],
+            "estimate of A (ceiling)",
+            "whole-run fit's A",
+            dx,
+        ),
     ):
         y = t[values].to_numpy(dtype=float)
         ax.errorbar(
@@ -375,10 +552,11 @@ def plot_backtest(backtest: Backtest, ax: Axes | None = None) -> Figure:
             capsize=3,
             label=name,
         )
-        ax.axhline(ref, color=color, lw=1, ls="--", alpha=0.8)
-    ax.axhline(np.nan, color="0.3", lw=1, ls="--", label="whole-run fit")
-    ax.set_xlabel("compute fitted up to (GPU-hours)")
-    ax.set_ylabel("validation pass rate")
+        # the reference is drawn as its legend shows it: dashed, in the colour of what it checks
+        ax.axhline(ref, color=color, lw=1, ls="--", alpha=0.8, label=ref_name)
+    name = unit_name(unit)
+    ax.set_xlabel(f"compute fitted up to ({name})" if name else "compute fitted up to")
+    ax.set_ylabel(_reward_label(backtest.full))
     ax.set_xlim(0, backtest.final_compute * 1.02)
     ax.set_title(f"backtest: forecasts from prefixes ({backtest.level:.0%} intervals)", fontsize=10)
     ax.grid(alpha=0.3)
@@ -438,9 +616,12 @@ def plot_models(
     ax.set_ylim(lo - 0.05 * (r.max() - lo), r.max() + 0.25 * (r.max() - lo))
     if logx:
         ax.set_xscale("log")
-    ax.set_xlabel("compute (GPU-hours)")
-    ax.set_ylabel("validation pass rate")
-    ax.set_title(f"fitted up to C = {split:,.0f}, dashed: extrapolation", fontsize=10)
+    ax.set_xlabel(_compute_label(_unit(sig)))
+    ax.set_ylabel(_reward_label(sig))
+    ax.set_title(
+        f"fitted up to C = {format_compute(split, _unit(sig))}, dashed: extrapolation",
+        fontsize=10,
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return fig
@@ -454,7 +635,7 @@ def plot_runs(runs: RunsFit, ax: Axes | None = None, *, level: float | None = No
     c_max = float(pooled.compute.max())
     grid = np.linspace(float(pooled.fit_compute.min()), c_max, 300)
     for i, (name, fit) in enumerate(runs.per_run.items()):
-        color = PALETTE[(i + 1) % len(PALETTE)]
+        color = style(i + 1)[0]
         ax.scatter(fit.compute, fit.reward, s=8, color=color, alpha=0.45, lw=0)
         ax.plot(
             grid, fit.predict(grid), color=color, lw=1, alpha=0.9, label=f"{name}: A = {fit.A:.3f}"
@@ -469,8 +650,8 @@ def plot_runs(runs: RunsFit, ax: Axes | None = None, *, level: float | None = No
     ax.plot(
         grid, pooled.predict(grid), color=PALETTE[0], lw=2.2, label=f"pooled: A = {pooled.A:.3f}"
     )
-    ax.set_xlabel("compute (GPU-hours)")
-    ax.set_ylabel("validation pass rate")
+    ax.set_xlabel(_compute_label(_unit(pooled)))
+    ax.set_ylabel(_reward_label(pooled))
     ax.set_title(f"{len(runs.runs)} runs of one recipe", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")

@@ -47,6 +47,9 @@ class SigmoidFit:
     compute, reward, sigma, window : numpy.ndarray
         All the data passed (sigma may be None) and the boolean mask of points inside the fit
         window, kept so that bootstrap, posterior and plots see exactly what the fit saw.
+    units : dict
+        What the axes are, for labels: ``{"compute": unit, "reward": column}`` (from the data's
+        ``attrs`` as :func:`rlcurves.read_log` writes them; empty for bare arrays).
     """
 
     params: dict[str, float]
@@ -68,6 +71,7 @@ class SigmoidFit:
     min_compute: float | None = None
     max_compute: float | None = None
     label: str | None = None
+    units: dict = field(default_factory=dict)
 
     # ---- parameters -------------------------------------------------------------------------
     @property

@@ -149,3 +149,84 @@ def test_result_plot_methods(comparison):
     fig2, ax2 = _own_axes()
     assert comparison.plot_loglog(ax=ax2, shared=False) is fig2
     assert len(ax2.lines) == 3 and "shared" not in ax2.get_title()
+
+
+# --- issue 17 ----------------------------------------------------------------------------------
+
+
+def _quiet_fit(*args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fit_sigmoid(*args, **kw)
+
+
+def test_point2_units_travel_from_attrs_into_labels_and_titles():
+    from rlcurves.datasets import load_example
+
+    tokens = load_example("recipe_loo_scalerl", compute="tokens_total")
+    fit = _quiet_fit("compute", "reward", data=tokens, label="scalerl")
+    assert fit.units == {"compute": "tokens_total (as logged)", "reward": "val_pass_rate"}
+    ax = fit.plot().axes[0]
+    assert ax.get_xlabel() == "compute: tokens_total (as logged)"
+    assert "GPU-hours" not in ax.get_xlabel() + ax.get_title()
+    assert ax.get_ylabel() == "val_pass_rate"
+    assert "scalerl" in ax.get_title() and "tokens_total" in ax.get_title()  # C_mid with its unit
+    sim = load_example("simulated_scalerl_8b")
+    gpu = _quiet_fit("compute", "reward", data=sim, min_compute=1500, max_compute=8000)
+    ax = P.plot_forecast(gpu, seed=0).axes[0]
+    assert ax.get_xlabel() == "compute (GPU-hours)"
+    # bare arrays claim no unit
+    bare = _quiet_fit(np.asarray(sim["compute"]), np.asarray(sim["reward"]))
+    assert bare.units == {} and bare.plot().axes[0].get_xlabel() == "compute"
+
+
+def test_point3_plot_fits_one_colour_and_one_legend_entry_per_run():
+    rng = np.random.default_rng(3)
+    fits = {}
+    for i in range(12):
+        r = sigmoid(C, 0.5 + 0.01 * i, 1.5 + 0.05 * i, 2500, 0.3) + rng.normal(0, 0.004, C.size)
+        fits[f"variant {i}"] = _quiet_fit(C, r, label=f"variant {i}")
+    fig = P.plot_fits(fits)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert sum(t.startswith("variant ") for t in texts) == 12  # one entry per run, no repeats
+    colours = {
+        line.get_color() for line in ax.get_lines() if line.get_label().startswith("variant")
+    }
+    assert len(colours) == 12
+    assert len(set(P.PALETTE)) >= 12 and len({P.style(i) for i in range(12)}) == 12
+    # legend outside the axes: it covers no point
+    fig.canvas.draw()
+    legend_box = ax.get_legend().get_window_extent()
+    assert legend_box.x0 >= ax.get_window_extent().x1
+    # a list of fits works too (named by label); bands optional
+    P.plot_fits(list(fits.values())[:2], bands=True, level=0.8)
+    with pytest.raises(Exception, match="different compute axes"):
+        a, b = list(fits.values())[:2]
+        a.units, b.units = {"compute": "GPU-hours"}, {"compute": "FLOPs"}
+        P.plot_fits([a, b])
+
+
+def test_point3_comparison_scatter_legend_clear_of_points_names_baseline_and_axis(comparison):
+    fig = P.plot_comparison(comparison)
+    ax = fig.axes[0]
+    fig.canvas.draw()
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    assert repr(comparison.baseline) in ax.get_title() and "compute axis" in ax.get_title()
+    curves = comparison.plot_curves()
+    assert len(curves.axes[0].get_legend().get_texts()) >= len(comparison.fits)
+
+
+def test_point8_backtest_legend_draws_the_whole_run_fit_as_it_is_drawn():
+    from rlcurves.datasets import load_example
+
+    df = load_example("simulated_scalerl_8b")
+    bt = backtest("compute", "reward", data=df, fractions=(0.5,), n_samples=100, progress=False)
+    ax = bt.plot().axes[0]
+    refs = [line for line in ax.get_lines() if line.get_label().startswith("whole-run fit")]
+    assert len(refs) == 2  # both references are real, drawn lines (no grey proxy)
+    for line in refs:
+        assert line.get_linestyle() == "--" and np.isfinite(line.get_ydata()).all()
+    legend = {t.get_text() for t in ax.get_legend().get_texts()}
+    assert {line.get_label() for line in refs} <= legend
+    assert ax.get_xlabel() == "compute fitted up to (GPU-hours)"
