@@ -510,7 +510,9 @@ def bootstrap(
     r0 = fit.r0_fixed
     out = {name: [] for name in (*PARAM_NAMES, "converged")}
     chunks = range(0, n, chunk_size)
-    bar = _progress(chunks, progress, f"bootstrap ({kind})")
+    bar = _progress(
+        chunks, progress, f"bootstrap ({kind})", [min(chunk_size, n - s) for s in chunks]
+    )
     for start in bar:
         k = min(chunk_size, n - start)
         yk, wk = _resample(
@@ -753,9 +755,19 @@ def _ensure_enough_points(wk, n_free, rng, kind, run_labels, w):
     raise RLCurvesError(f"cannot draw resamples with at least {n_free + 1} of {n} points")
 
 
-def _progress(iterable, enabled: bool, desc: str):
+def _progress(iterable, enabled: bool, desc: str, sizes: list[int] | None = None):
     if not enabled:
         return iterable
     from tqdm.auto import tqdm
 
-    return tqdm(iterable, desc=desc, leave=False)
+    if sizes is None:
+        return tqdm(iterable, desc=desc, leave=False)
+    return _counted(iterable, sizes, tqdm(total=sum(sizes), desc=desc, leave=False, unit="fit"))
+
+
+def _counted(iterable, sizes, bar):
+    """Iterate over chunks while the bar counts resamples (1000 fits, not "0/1" chunk)."""
+    with bar:
+        for item, size in zip(iterable, sizes, strict=True):
+            yield item
+            bar.update(size)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -12,19 +14,113 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._format import format_compute
+from ._format import format_compute, unit_name
 from .errors import RLCurvesError
 from .fit import fit_sigmoid
 
+# The reader's and the fit's keywords, as the command line spells them (for error messages).
+KEYWORD_FLAGS = {
+    "compute": "--compute",
+    "reward": "--reward",
+    "run": "--run",
+    "format": "--format",
+    "gpus": "--gpus",
+    "gpu_hours_per_step": "--gpu-hours-per-step",
+    "r0": "--r0",
+    "min_compute": "--min-compute",
+    "max_compute": "--max-compute",
+    "method": "--method",
+    "level": "--level",
+    "seed": "--seed",
+    "n_samples": "--n-samples",
+    "baseline": "--baseline",
+    "fractions": "--fractions",
+    "target": "--target",
+}
+_KEYWORD = re.compile(
+    r"(?<![\w.\-])(" + "|".join(KEYWORD_FLAGS) + r")="
+    r"('[^']*'|\"[^\"]*\"|<[^>]*>|[\w/*][\w.\-/*]*)?"
+)
+
+
+def cli_words(message: str) -> str:
+    """A library message in the command line's words: ``Pass gpus=<number of GPUs>`` becomes
+    ``Pass --gpus <number of GPUs>``, ``reward='val'`` ``--reward val``, ``r0=`` ``--r0``."""
+
+    def flag(match: re.Match) -> str:
+        name, value = match.group(1), match.group(2)
+        if value is None:
+            return KEYWORD_FLAGS[name]
+        value = value.rstrip(".")
+        trail = match.group(2)[len(value) :]
+        if value[:1] in "'\"" and value[-1:] == value[:1]:
+            value = value[1:-1]
+        return f"{KEYWORD_FLAGS[name]} {value}{trail}"
+
+    return _KEYWORD.sub(flag, message)
+
+
+def _say(args: argparse.Namespace, text: str) -> None:
+    """What was read and repaired: on stderr, before the result; --quiet silences it."""
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr)
+
+
+def _reward_arg(reward: list[str] | None):
+    if not reward:
+        return None
+    return (
+        reward[0] if len(reward) == 1 and reward[0] != "*" else ("*" if "*" in reward else reward)
+    )
+
 
 def _load(
-    path: str, compute: str | None, reward: str | None, run: str | None = None, **log_kws
+    path: str, compute: str | None, reward, run: str | None = None, *, args=None, **log_kws
 ) -> tuple[pd.DataFrame, str, str]:
-    """Read a curve file; returns the frame and the compute/reward column names."""
+    """Read a curve file, say what was read; returns the frame and the compute/reward columns."""
+    from .errors import DataRepairWarning
     from .logs import read_log
 
-    df = read_log(path, compute=compute, reward=reward, run=run, **log_kws)
+    if isinstance(reward, list):
+        reward = _reward_arg(reward)
+    with warnings.catch_warnings():
+        # the read report below names every repair; the warning would say it twice
+        warnings.simplefilter("ignore", DataRepairWarning)
+        df = read_log(path, compute=compute, reward=reward, run=run, **log_kws)
+    if args is not None:
+        _say(args, read_report(df, path))
     return df, "compute", "reward"
+
+
+def read_report(df: pd.DataFrame, path: str) -> str:
+    """What a command read: file, format, columns, compute axis and unit, rows kept, repairs."""
+    runs = df.attrs.get("runs") or {}
+    lines = []
+    for name, a in runs.items():
+        head = f"read {a['source']}" if len(runs) == 1 else f"read {a['source']} (run {name!r})"
+        lines.append(f"{head}: {a['format']} ({a['format_how']})")
+        columns = a.get("columns")
+        if columns:
+            shown = ", ".join(columns[:12]) + (
+                f", ... ({len(columns)} in all)" if len(columns) > 12 else ""
+            )
+            lines.append(f"  columns: {shown}")
+        unit = a["compute"]["unit"]
+        lines.append(f"  compute axis: {unit}, from {a['compute']['how']}")
+        lines.append(f"  reward: {a['reward']['column']!r} ({a['reward']['how']})")
+        lines.append(f"  rows kept: {a['rows_kept']} of {a['rows_read']}")
+        for entry in a["cleaning"]:
+            if entry["rows"]:
+                lines.append(
+                    f"  {_repair_word(entry['step'])} {entry['rows']} rows: {entry['detail']}"
+                )
+    if not lines:
+        lines.append(f"read {path}")
+    return "\n".join(lines)
+
+
+def _repair_word(step: str) -> str:
+    return "repaired" if step.startswith(("repair", "join")) else "dropped"
 
 
 def _log_kws(args: argparse.Namespace) -> dict:
@@ -36,13 +132,62 @@ def _log_kws(args: argparse.Namespace) -> dict:
     }
 
 
+def _read(args: argparse.Namespace, path: str) -> pd.DataFrame:
+    df, _, _ = _load(path, args.compute, args.reward, args.run, args=args, **_log_kws(args))
+    return df
+
+
+def _curves(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
+    """One curve per --reward column (a wide table), else the file's one curve (several seeds in
+    a long table stay together: the commands pool them)."""
+    df = _read(args, args.file)
+    stem = _stem(args.file)
+    reward = _reward_arg(args.reward)
+    if reward is None or (isinstance(reward, str) and reward != "*"):
+        return {f"{stem}: {_reward_column(df)}": df}
+    return {
+        f"{stem}: {name}": _with_attrs(part.drop(columns="run"), df, name)
+        for name, part in df.groupby("run", sort=False)
+    }
+
+
+def _with_attrs(part: pd.DataFrame, whole: pd.DataFrame, run: str) -> pd.DataFrame:
+    """One run of a long frame, with that run's own attrs (its reward column and unit)."""
+    attrs = dict(whole.attrs.get("runs", {}).get(run, whole.attrs))
+    attrs["runs"] = {run: attrs.copy()}
+    part.attrs = attrs
+    return part
+
+
+def _stem(path: str) -> str:
+    return path.split(":", 1)[1] if path.startswith("example:") else Path(path).stem
+
+
+def _reward_column(df: pd.DataFrame) -> str:
+    how = df.attrs.get("reward") or {}
+    if isinstance(how, dict) and "column" in how:
+        return str(how["column"])
+    columns = {v.get("column") for v in how.values()} if isinstance(how, dict) else set()
+    return str(columns.pop()) if len(columns) == 1 else "reward"
+
+
+def _unit(df_or_fit) -> str | None:
+    attrs = getattr(df_or_fit, "attrs", None)
+    if attrs is not None:
+        return attrs.get("compute_unit")
+    return getattr(df_or_fit, "units", {}).get("compute")
+
+
 def _add_io_args(p: argparse.ArgumentParser, *, many: bool = False) -> None:
+    where = "(example:NAME for a bundled example; `rlcurves examples` lists them)"
     if many:
         p.add_argument(
-            "files", nargs="+", help="one log per variant (or one file with a run column)"
+            "files", nargs="+", help=f"one log per variant (or one file with a run column) {where}"
         )
     else:
-        p.add_argument("file", help="a log or table: CSV/TSV, Parquet, JSONL, W&B export, ...")
+        p.add_argument(
+            "file", help=f"a log or table: CSV/TSV, Parquet, JSONL, W&B export, ... {where}"
+        )
     _add_log_args(p)
 
 
@@ -50,13 +195,19 @@ def _add_log_args(p: argparse.ArgumentParser) -> None:
     from .logs import FORMATS
 
     p.add_argument("--compute", help="compute column (default: detected, e.g. gpu_hours)")
-    p.add_argument("--reward", help="reward column (default: detected, e.g. val_pass_rate)")
+    p.add_argument(
+        "--reward",
+        nargs="+",
+        metavar="COLUMN",
+        help="reward column (default: detected, e.g. val_pass_rate); several, or '*' for every "
+        "numeric column, read a wide table (one column per model or variant) as one curve each",
+    )
     p.add_argument("--run", help="run/seed column, for files holding several runs")
     p.add_argument(
         "--format",
         default="auto",
-        choices=["auto", *FORMATS],
-        help="log format (default: detected from the file)",
+        choices=list(dict.fromkeys(FORMATS)),
+        help="log format (default: auto, detected from the file)",
     )
     p.add_argument(
         "--gpus",
@@ -68,25 +219,39 @@ def _add_log_args(p: argparse.ArgumentParser) -> None:
         type=float,
         help="compute = step x this, when neither GPU-hours nor time is logged",
     )
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="do not report what was read and repaired"
+    )
 
 
 def _json(obj) -> str:
-    """Strict JSON: infinities and NaN (an unreachable target, a missing error) as strings."""
+    """Strict JSON: NaN (a missing value, a fixed parameter's error) as null; infinities (an
+    unreachable target, an undetermined error) as the strings "inf" / "-inf"."""
 
     def clean(v):
         if isinstance(v, dict):
             return {k: clean(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):
             return [clean(x) for x in v]
+        if isinstance(v, str) and v.lower() == "nan":
+            return None  # the library's JSON-safe dicts write NaN as the string "nan"
         if isinstance(v, (float, np.floating)):
+            if math.isnan(v):
+                return None
             return float(v) if math.isfinite(v) else str(float(v))
         if isinstance(v, np.integer):
             return int(v)
+        if isinstance(v, np.bool_):
+            return bool(v)
         if isinstance(v, np.ndarray):
             return clean(v.tolist())
         return v
 
     return json.dumps(clean(obj), indent=2, allow_nan=False)
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    return frame.to_dict(orient="records")
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
@@ -119,10 +284,25 @@ def _fit_from_args(args: argparse.Namespace, df: pd.DataFrame, c: str, r: str, l
     )
 
 
+def _axis_line(fit_or_df) -> str:
+    unit = _unit(fit_or_df)
+    return f"    compute axis    = {unit or 'unit not given'} (C_mid and every C in this unit)"
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
-    df, c, r = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
-    fit = _fit_from_args(args, df, c, r, Path(args.file).stem)
-    print(_json(fit.to_dict()) if args.json else fit.summary())
+    curves = _curves(args)
+    results = []
+    for label, df in curves.items():
+        fit = _fit_from_args(args, df, "compute", "reward", label)
+        results.append(fit)
+        if not args.json:
+            print(fit.summary())
+            print(_axis_line(df))
+            if len(curves) > 1:
+                print()
+    if args.json:
+        dicts = [{**f.to_dict(), "compute_unit": _unit(f)} for f in results]
+        print(_json(dicts[0] if len(dicts) == 1 else dicts))
     return 0
 
 
@@ -151,19 +331,22 @@ def _save(fig, path: str | Path) -> Path:
     return path
 
 
-def _forecast_lines(fc, observed: dict[float, float] | None = None) -> list[str]:
+def _forecast_lines(fc, observed: dict[float, float] | None = None, unit: str | None = None):
     pct = f"{fc.level:.0%}"
+    name = unit_name(unit)
+    head = f"compute ({name})" if name else "compute"
+    width = max(12, len(head))
     lines = [
         f"[[Forecast]] {pct} intervals ({fc.method}): curve = where the run's mean reward will be; "
         "prediction = range of one evaluation",
-        f"    {'compute':>12}  {'forecast':>8}  {'curve interval':>18}  {'prediction':>18}",
+        f"    {head:>{width}}  {'forecast':>8}  {'curve interval':>18}  {'prediction':>18}",
     ]
     for i, c in enumerate(np.atleast_1d(fc.at)):
         m = np.atleast_1d(fc.mean)[i]
         lo, hi = np.atleast_1d(fc.lower)[i], np.atleast_1d(fc.upper)[i]
         plo, phi = np.atleast_1d(fc.prediction_lower)[i], np.atleast_1d(fc.prediction_upper)[i]
         line = (
-            f"    {format_compute(c):>12}  {m:>8.3f}  [{lo:.3f}, {hi:.3f}]    "
+            f"    {format_compute(c):>{width}}  {m:>8.3f}  [{lo:.3f}, {hi:.3f}]    "
             f"[{plo:.3f}, {phi:.3f}]"
         )
         if observed and float(c) in observed:
@@ -172,10 +355,10 @@ def _forecast_lines(fc, observed: dict[float, float] | None = None) -> list[str]
     return lines
 
 
-def _seed_runs(df: pd.DataFrame, method: str) -> dict:
+def _seed_runs(args: argparse.Namespace, df: pd.DataFrame, method: str) -> dict:
     """Several runs (seeds) in one file: the pooled fit's intervals resample whole runs."""
     if method == "bootstrap" and "run" in df.columns and df["run"].nunique() > 1:
-        print(f"{df['run'].nunique()} runs pooled; intervals resample whole runs", file=sys.stderr)
+        _say(args, f"{df['run'].nunique()} runs pooled; intervals resample whole runs")
         return {"kind": "run", "runs": df["run"].to_numpy()}
     return {}
 
@@ -183,63 +366,109 @@ def _seed_runs(df: pd.DataFrame, method: str) -> dict:
 def cmd_forecast(args: argparse.Namespace) -> int:
     from .forecast import forecast
 
-    df, _, _ = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
-    fit = _quiet_fit(args, df, Path(args.file).stem)
-    fc = forecast(
-        fit,
-        np.asarray(args.at, dtype=float),
-        level=args.level,
-        method=args.forecast_method,
-        seed=args.seed,
-        progress=False,
-        **_seed_runs(df, args.forecast_method),
-    )
-    if args.json:
-        out = {"fit": fit.to_dict(), "forecast": fc.to_frame().to_dict(orient="records")}
-        if args.target is not None:
-            out["target"] = fit.compute_to_reach(
-                args.target, level=args.level, seed=args.seed
-            ).to_dict()
-        print(_json(out))
-        return 0
-    print(fit.summary())
-    print()
-    print("\n".join(_forecast_lines(fc)))
-    if args.target is not None:
-        target = fit.compute_to_reach(args.target, level=args.level, seed=args.seed)
-        print(f"\n[[Compute to target]]\n    {target}")
-    if args.plot:
-        from .plot import plot_forecast
-
-        grid = np.linspace(
-            float(fit.fit_compute.min()), max(np.max(args.at), fit.compute.max()), 200
+    out = []
+    for label, df in _curves(args).items():
+        fit = _quiet_fit(args, df, label)
+        unit = _unit(df)
+        fc = forecast(
+            fit,
+            np.asarray(args.at, dtype=float),
+            level=args.level,
+            method=args.forecast_method,
+            seed=args.seed,
+            progress=False,
+            **_seed_runs(args, df, args.forecast_method),
         )
-        band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
-        print(f"\nplot saved to {_save(plot_forecast(fit, band), args.plot)}")
+        target = None
+        if args.target is not None:
+            target = fit.compute_to_reach(args.target, level=args.level, seed=args.seed)
+        if args.json:
+            item = {
+                "fit": fit.to_dict(),
+                "compute_unit": unit,
+                "forecast": _records(fc.to_frame()),
+            }
+            if target is not None:
+                item["target"] = target.to_dict()
+            out.append(item)
+            continue
+        print(fit.summary())
+        print(_axis_line(df))
+        print()
+        print("\n".join(_forecast_lines(fc, unit=unit)))
+        if target is not None:
+            name = unit_name(unit) or "the data's unit"
+            print(f"\n[[Compute to target]] (compute in {name})")
+            print(f"    {target}")
+        if args.plot:
+            from .plot import plot_forecast
+
+            grid = np.linspace(
+                float(fit.fit_compute.min()), max(np.max(args.at), fit.compute.max()), 200
+            )
+            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+            path = _save(plot_forecast(fit, band), _nth_path(args.plot, label, len(out)))
+            print(f"\nplot saved to {path}")
+        out.append(None)
+    if args.json:
+        print(_json(out[0] if len(out) == 1 else out))
     return 0
 
 
+def _nth_path(path: str, label: str, index: int) -> str:
+    """The image path of the index-th curve: the path itself for the first, then path-label.ext."""
+    if index == 0:
+        return path
+    p = Path(path)
+    safe = re.sub(r"[^\w.-]+", "_", label)
+    return str(p.with_name(f"{p.stem}-{safe}{p.suffix}"))
+
+
 def _variants(args: argparse.Namespace) -> dict[str, pd.DataFrame]:
-    """One variant per file; a single file holding several runs gives one variant per run."""
+    """One variant per file; a single file holding several runs (or several --reward columns)
+    gives one variant per run."""
     frames = {}
     for path in args.files:
-        df, _, _ = _load(path, args.compute, args.reward, args.run, **_log_kws(args))
-        frames[Path(path).stem] = df
+        frames[_stem(path)] = _read(args, path)
     if len(frames) == 1:
         ((name, df),) = frames.items()
         if "run" in df.columns and df["run"].nunique() > 1:
-            return {str(k): part.drop(columns="run") for k, part in df.groupby("run", sort=False)}
+            return {
+                str(k): _with_attrs(part.drop(columns="run"), df, k)
+                for k, part in df.groupby("run", sort=False)
+            }
         raise RLCurvesError(
-            f"compare needs at least two variants: give several files, or one file whose 'run' "
-            f"column names the variants ({name!r} holds a single run)"
+            f"compare needs at least two variants: give several files, one file whose 'run' "
+            f"column names the variants, or several --reward columns of a wide table ({name!r} "
+            "holds a single run)"
         )
     return frames
+
+
+def _comparison_table(cmp) -> pd.DataFrame:
+    """compare's table with each variant's C_mid (in the data's compute unit) beside A and B."""
+    table = cmp.table.copy()
+    if "C_mid" not in table.columns:
+        c_mid = table["variant"].map(lambda v: float(cmp.fits[v].C_mid))
+        table.insert(
+            table.columns.get_loc("B") if "B" in table.columns else len(table.columns),
+            "C_mid",
+            c_mid,
+        )
+    return table
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from .compare import compare
 
     frames = _variants(args)
+    units = {_unit(df) for df in frames.values()}
+    if len(units) > 1:
+        raise RLCurvesError(
+            f"the variants are on different compute axes ({sorted(map(str, units))}); pass "
+            "--compute (or --gpus / --gpu-hours-per-step) so that all share one unit.",
+        )
+    unit = units.pop()
     fits = {name: _quiet_fit(args, df, name) for name, df in frames.items()}
     # files with several seeds keep them: compare pools them with run-level uncertainty
     curves = {
@@ -258,26 +487,44 @@ def cmd_compare(args: argparse.Namespace) -> int:
             max_compute=args.max_compute,
             r0=args.r0,
         )
+    table = _comparison_table(cmp)
     if args.json:
-        print(cmp.table.to_json(orient="records", indent=2))
+        print(_json([{**row, "compute_unit": unit} for row in _records(table)]))
         return 0
-    with pd.option_context("display.width", 140, "display.precision", 4):
-        print(cmp.table.to_string(index=False))
+    with pd.option_context("display.width", 160, "display.precision", 4):
+        print(table.to_string(index=False))
+    print(f"(compute axis: {unit or 'unit not given'}; C_mid and every C below in this unit)")
     print()
     print(cmp.summary())
     if args.plot:
         from .plot import plot_comparison
 
         print(f"\nplot saved to {_save(plot_comparison(cmp), args.plot)}")
+    if args.plot_curves:
+        from .plot import plot_fits
+
+        print(f"curves plot saved to {_save(plot_fits(cmp.fits), args.plot_curves)}")
     return 0
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from .forecast import forecast
-    from .plot import plot_forecast
+    from .plot import plot_fits, plot_forecast
 
-    df, _, _ = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
-    fit = _quiet_fit(args, df, Path(args.file).stem)
+    curves = _curves(args)
+    fits = {label: _quiet_fit(args, df, label) for label, df in curves.items()}
+    if len(fits) > 1:
+        fig = plot_fits(
+            fits,
+            bands=not args.no_bands,
+            level=args.level,
+            seed=args.seed,
+            extrapolate_to=args.to,
+            logx=args.logx,
+        )
+        print(f"plot saved to {_save(fig, args.output)}")
+        return 0
+    (fit,) = fits.values()
     end = args.to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
     band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
@@ -286,28 +533,70 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+# What the backtest's coverage line means, in the CLI's own words.
+BACKTEST_COVERAGE = (
+    "    (coverage: of the prefixes fitted, the share whose interval held the reference: "
+    "'forecast' = the curve interval held the whole-run fit's value at the end; 'last "
+    "observation' = the prediction interval (the range of one evaluation) held the last logged "
+    "evaluation; 'A' = the A interval held the whole-run fit's A. With three prefixes each "
+    "share is 0%, 33%, 67% or 100%: one run checks little; calibration needs many runs)"
+)
+
+
 def cmd_backtest(args: argparse.Namespace) -> int:
     from .backtest import backtest
 
-    df, _, _ = _load(args.file, args.compute, args.reward, args.run, **_log_kws(args))
-    bt = backtest(
-        "compute",
-        "reward",
-        data=df,
-        fractions=args.fractions,
-        min_compute=args.min_compute,
-        r0=args.r0,
-        level=args.level,
-        n_samples=args.n_samples,
-        seed=args.seed,
-        label=Path(args.file).stem,
-    )
+    tables = []
+    for label, df in _curves(args).items():
+        bt = backtest(
+            "compute",
+            "reward",
+            data=df,
+            fractions=args.fractions,
+            min_compute=args.min_compute,
+            r0=args.r0,
+            level=args.level,
+            n_samples=args.n_samples,
+            seed=args.seed,
+            label=label,
+            progress=False,
+        )
+        if args.json:
+            rows = [{**row, "compute_unit": _unit(df)} for row in _records(bt.table)]
+            tables.append({"label": label, "table": rows})
+            continue
+        print(bt.summary())
+        print(BACKTEST_COVERAGE)
+        print(_axis_line(df))
+        if args.plot:
+            path = _nth_path(args.plot, label, len(tables))
+            print(f"\nplot saved to {_save(bt.plot(), path)}")
+        tables.append(None)
     if args.json:
-        print(bt.table.to_json(orient="records", indent=2))
+        print(_json(tables[0]["table"] if len(tables) == 1 else tables))
+    return 0
+
+
+def cmd_examples(args: argparse.Namespace) -> int:
+    from .datasets import describe_examples
+
+    table = describe_examples()
+    if args.json:
+        print(_json(_records(table)))
         return 0
-    print(bt.summary())
-    if args.plot:
-        print(f"\nplot saved to {_save(bt.plot(), args.plot)}")
+    print(
+        "bundled examples: pass example:NAME wherever a log path goes "
+        "(rlcurves fit example:recipe_loo_scalerl), or demo --example NAME\n"
+    )
+    for group, rows in table.groupby("group", sort=False):
+        print(f"[{group}]")
+        for row in rows.itertuples():
+            base = f" (baseline: {row.baseline})" if isinstance(row.baseline, str) else ""
+            print(f"  {row.name}{base}")
+            if args.verbose:
+                print(f"      {row.description}")
+    if not args.verbose:
+        print("\n(-v for each example's description)")
     return 0
 
 
@@ -323,7 +612,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     half = end / 2
     print(
         f"Fit on the first half of the budget ({format_compute(args.min_compute)} <= C <= "
-        f"{format_compute(half)} of {format_compute(end)}), forecast the end.\n"
+        f"{format_compute(half)} of {format_compute(end, unit)}), forecast the end.\n"
     )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -342,15 +631,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     band = forecast(fit, grid, seed=0, progress=False)
     at_end = forecast(fit, end, seed=0, progress=False)
     last = df.loc[df["compute"].idxmax(), "reward"]
-    print("\n".join(_forecast_lines(at_end, {end: float(last)})))
+    print("\n".join(_forecast_lines(at_end, {end: float(last)}, unit=unit)))
     print(f"    whole-run fit at the end: {float(full.predict(end)):.3f} (A {full.A:.3f})")
     # default target: where the whole run ended (by its own fit), so the half-budget answer can
     # be checked against the compute the run actually took
     reached = math.floor(float(full.predict(end)) * 100) / 100
     target = args.target if args.target is not None else reached
-    print(f"\n[[Compute to target]]\n    {fit.compute_to_reach(target, level=0.9, seed=0)}")
+    print(f"\n[[Compute to target]] (compute in {unit_name(unit)})")
+    print(f"    {fit.compute_to_reach(target, level=0.9, seed=0)}")
     if args.target is None:
-        took = format_compute(full.compute_to_reach(target))
+        took = format_compute(full.compute_to_reach(target), unit)
         print(f"    (the whole-run fit reaches {target:g} at C = {took})")
     _demo_comparisons(args, df.attrs["group"], full)
     fig = plot_forecast(fit, band)
@@ -360,10 +650,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         else f"{args.example}: fit on the first half, forecast of the rest",
         fontsize=10,
     )
-    fig.axes[0].set_xlabel(f"compute ({unit})")
     path = _save(fig, Path(args.out) / f"{args.example}_fit.png")
     print(f"\nplot saved to {path}")
     return 0
+
+
+def df_unit(df: pd.DataFrame) -> str:
+    return unit_name(df.attrs.get("compute_unit")) or "unit not given"
 
 
 def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None:
@@ -392,9 +685,12 @@ def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None
                         label=name,
                     )
         cmp = compare(fits, baseline=base)
-        cols = ["variant", "A", "A_lower", "A_upper", "B", "B_lower", "B_upper", "p_A_higher"]
+        cols = ["variant", "A", "A_lower", "A_upper", "B", "B_lower", "B_upper", "C_mid"]
+        cols.append("p_A_higher")
         print()
-        print(cmp.table[cols].round(3).to_string(index=False))
+        table = _comparison_table(cmp)
+        print(table[cols].round(3).to_string(index=False))
+        print(f"(compute axis: {df_unit(family[base])}; C_mid in this unit)")
         print(cmp.summary())
         path = _save(cmp.plot(), Path(args.out) / f"{base}_compare.png")
         print(f"comparison plot saved to {path}")
@@ -405,6 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rlcurves",
         description="Fit, forecast and compare RL compute-scaling curves (the ScaleRL sigmoid).",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"rlcurves {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("fit", help="fit the sigmoid to one curve and print the summary")
@@ -436,6 +735,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_interval_args(p)
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap draws per variant")
     p.add_argument("--plot", help="save the A-B comparison plot to this image")
+    p.add_argument("--plot-curves", help="save every variant's curve, overlaid, to this image")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(func=cmd_compare)
 
@@ -445,6 +745,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, help="image file to write (png, pdf, svg)")
     p.add_argument("--to", type=float, help="forecast up to this compute (default: 2x the fit)")
     p.add_argument("--logx", action="store_true", help="log-scale compute axis")
+    p.add_argument(
+        "--no-bands", action="store_true", help="several --reward curves: leave out the bands"
+    )
     _add_interval_args(p)
     p.set_defaults(func=cmd_plot)
 
@@ -468,7 +771,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo", help="forecast the bundled example run from half its budget; print and plot"
     )
-    p.add_argument("--example", default="simulated_scalerl_8b")
+    from .datasets import list_examples
+
+    p.add_argument(
+        "--example",
+        default="simulated_scalerl_8b",
+        choices=list_examples(),
+        metavar="NAME",
+        help="bundled run to forecast (default: simulated_scalerl_8b; `rlcurves examples` "
+        "lists them all: the simulated one, the real CPU-demo seeds and the leave-one-out runs)",
+    )
     p.add_argument(
         "--min-compute",
         type=float,
@@ -483,6 +795,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default="out", help="folder for the figures")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser(
+        "examples", help="list the bundled example runs (use them as example:NAME for a path)"
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="print each one's description")
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p.set_defaults(func=cmd_examples)
     return parser
 
 
@@ -490,10 +809,24 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rlcurves`` command."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            code = args.func(args)
+            sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+            return code
     except RLCurvesError as exc:
-        print(f"rlcurves: error: {exc}", file=sys.stderr)
+        print(f"rlcurves: error: {cli_words(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader of our output left (`rlcurves ... | head`): stop quietly, as Unix tools do
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings as one CLI line, in CLI words (not Python's file:line form)."""
+    print(f"rlcurves: warning: {cli_words(str(message))}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ realistic evaluation noise, and say so in ``attrs["description"]``.
 from __future__ import annotations
 
 from importlib import resources
+from pathlib import Path
 
 import pandas as pd
 
@@ -166,6 +167,38 @@ def load_example(name: str, compute: str | None = None) -> pd.DataFrame:
         baseline=None,
     )
     return df
+
+
+def example_path(name: str) -> Path:
+    """The file or run folder of a bundled example, for :func:`rlcurves.read_log` or the CLI
+    (``rlcurves fit example:NAME``; ``read_log("example:NAME")``)."""
+    if name in _RUNS:
+        target = resources.files("rlcurves.data").joinpath("runs", name)
+    elif name in _EXAMPLES:
+        target = resources.files("rlcurves.data").joinpath(_EXAMPLES[name][0])
+    else:
+        raise RLCurvesError(
+            f"no example named {name!r}; available: {list_examples()} (`rlcurves examples` "
+            "lists them)",
+            name=name,
+        )
+    return Path(str(target))
+
+
+def describe_examples() -> pd.DataFrame:
+    """One row per bundled example: ``name, group, baseline, description``."""
+    rows = []
+    for name in list_examples():
+        description = _EXAMPLES[name][3] if name in _EXAMPLES else _RUNS[name]
+        rows.append(
+            {
+                "name": name,
+                "group": _group(name),
+                "baseline": _baseline(name),
+                "description": description,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def _load_run(name: str, compute: str | None) -> pd.DataFrame:

@@ -55,6 +55,11 @@ class ProfileResult:
     threshold: float
     notes: list[str] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        # the intervals only: the traces are long tables (they stay in .traces)
+        table = self.intervals.to_string(index=False)
+        return f"ProfileResult(level={self.level:g}, traces for {list(self.traces)})\n{table}"
+
     def ci(self, level: float | None = None) -> pd.DataFrame:
         """The intervals (``parameter, estimate, lower, upper, lower_open, upper_open``)."""
         if level is not None and not math.isclose(level, self.level):

@@ -14,12 +14,20 @@ from ..errors import DataRepairWarning, RLCurvesError
 from ._paths import TABLE_SUFFIXES
 from ._raw import RawLog
 from .clean import clean_rows
-from .columns import choose_reward, choose_step
+from .columns import (
+    DURATION_NAMES,
+    SECONDS_NAMES,
+    STEP_NAMES,
+    choose_reward,
+    choose_step,
+    norm,
+)
 from .compute import derive_compute, repair_restarts
 from .locate import check_format, discover, load, run_folder_kind
 from .wandb_live import WANDB_PREFIX, load_wandb_run
 
 CANONICAL = ("compute", "reward", "run")
+EXAMPLE_PREFIX = "example:"  # "example:NAME" reads a bundled example (rlcurves.datasets)
 PathLike = str | os.PathLike
 
 
@@ -110,6 +118,7 @@ def _curve(
         "compute": {"how": axis.how, "unit": axis.unit, "columns": axis.columns, **axis.settings},
         "compute_unit": axis.unit,
         "step": step,
+        "columns": [str(c) for c in raw.frame.columns],
         "rows_read": len(raw.frame),
         "rows_kept": len(out),
         "cleaning": report,
@@ -146,6 +155,11 @@ def _check_paths(paths: Sequence[PathLike]) -> list[Path | str]:
         if isinstance(item, str) and item.startswith(WANDB_PREFIX):
             out.append(item)
             continue
+        if isinstance(item, str) and item.startswith(EXAMPLE_PREFIX):
+            from ..datasets import example_path
+
+            out.append(example_path(item[len(EXAMPLE_PREFIX) :]))
+            continue
         path = Path(item).expanduser()
         if not path.exists():
             raise RLCurvesError(f"{path}: no such file or folder.", file=str(path))
@@ -158,7 +172,7 @@ def read_log(
     *,
     format: str = "auto",
     compute: str | None = None,
-    reward: str | None = None,
+    reward: str | Sequence[str] | None = None,
     run: str | None = None,
     gpus: float | None = None,
     gpu_hours_per_step: float | None = None,
@@ -171,7 +185,8 @@ def read_log(
         A log file (CSV/TSV, Parquet, JSON lines, JSON, TensorBoard event file), a run folder
         (the recipe's run folder with ``log.jsonl``, a TRL output folder, a PipelineRL experiment,
         a TensorBoard run folder), a folder of runs (one run per file or sub-folder), or a live
-        W&B run as ``"wandb:entity/project/run_id"`` (needs the ``wandb`` package and a login).
+        W&B run as ``"wandb:entity/project/run_id"`` (needs the ``wandb`` package and a login),
+        or a bundled example as ``"example:NAME"`` (:func:`rlcurves.datasets.list_examples`).
     format : str
         ``"auto"`` (detect), or one of ``csv tsv parquet jsonl json verl wandb wandb-csv
         tensorboard trl pipelinerl recipe``.
@@ -180,8 +195,11 @@ def read_log(
         "flops") kept in FLOPs; with ``gpus`` a seconds column; with ``gpu_hours_per_step`` a
         step-counting column; any other column (tokens, samples) as logged, its unit recorded
         as ``"<column> (as logged)"``. Default: detected (see ``attrs["compute"]["how"]``).
-    reward : str, optional
+    reward : str, list of str or "*", optional
         Column holding the metric to fit. Default: detected, preferring validation metrics.
+        Several columns (a wide table: ``Step, 14b, 8b, 4b``), or ``"*"`` for every numeric
+        column but the compute and step ones: one run per column, named after it, in a long
+        frame with a ``run`` column (``"<run>/<column>"`` when several logs are read).
     run : str, optional
         Name of the run (default: the folder or file name). If it names a column of the log,
         that column splits a long table into runs instead.
@@ -229,7 +247,7 @@ def read_logs(
     *,
     format: str = "auto",
     compute: str | None = None,
-    reward: str | None = None,
+    reward: str | Sequence[str] | None = None,
     run: str | Sequence[str] | None = None,
     gpus: float | None = None,
     gpu_hours_per_step: float | None = None,
@@ -294,14 +312,67 @@ def read_logs(
                     raw.run = name
                 raws.append(raw)
     _unique_run_names(raws)
+    several = reward == "*" or (reward is not None and not isinstance(reward, str))
+    if several:
+        raws, rewards = _one_run_per_column(raws, reward, compute, gpus, gpu_hours_per_step)
+    else:
+        rewards = [reward] * len(raws)
     curves = [
-        _curve(
-            raw, compute=compute, reward=reward, gpus=gpus, gpu_hours_per_step=gpu_hours_per_step
-        )
-        for raw in raws
+        _curve(raw, compute=compute, reward=col, gpus=gpus, gpu_hours_per_step=gpu_hours_per_step)
+        for raw, col in zip(raws, rewards, strict=True)
     ]
-    with_run_column = len(curves) > 1 or any(n is not None for n in names)
+    with_run_column = several or len(curves) > 1 or any(n is not None for n in names)
     return _assemble(curves, with_run_column)
+
+
+def _one_run_per_column(
+    raws: list[RawLog],
+    reward: str | Sequence[str],
+    compute: str | None,
+    gpus: float | None,
+    gpu_hours_per_step: float | None,
+) -> tuple[list[RawLog], list[str]]:
+    """A wide table (one reward column per model or variant) as one run per column: the run is
+    named after the column (``"<run>/<column>"`` when several logs are read)."""
+    out: list[RawLog] = []
+    columns_out: list[str] = []
+    for raw in raws:
+        if reward == "*":
+            columns = _numeric_reward_columns(raw, compute, gpus, gpu_hours_per_step)
+            if not columns:
+                raise RLCurvesError(
+                    f"{raw.source}: reward='*' found no numeric column besides the compute and "
+                    f"step columns; columns found: {[str(c) for c in raw.frame.columns]}.",
+                    file=raw.source,
+                )
+        else:
+            columns = [str(c) for c in reward]
+            if not columns:
+                raise RLCurvesError("reward= is an empty list; name at least one column.")
+        for column in columns:
+            name = column if len(raws) == 1 else f"{raw.run}/{column}"
+            part = RawLog(**{**raw.__dict__, "run": name})
+            part.notes = [*raw.notes, f"column {column!r} of a wide table"]
+            out.append(part)
+            columns_out.append(column)
+    return out, columns_out
+
+
+def _numeric_reward_columns(raw, compute, gpus, gpu_hours_per_step) -> list[str]:
+    step = choose_step(raw)
+    axis = derive_compute(raw, step, compute, gpus, gpu_hours_per_step)
+    skip = {norm(c) for c in [*axis.columns, step, raw.run_column] if c is not None}
+    skip |= {norm(c) for c in (*STEP_NAMES, *SECONDS_NAMES, *DURATION_NAMES, "_timestamp")}
+    found = []
+    for column in raw.frame.columns:
+        name = str(column)
+        if norm(name) in skip or name.endswith(("__MIN", "__MAX")):
+            continue
+        values = raw.frame[column]
+        numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+        if numeric and values.notna().any():
+            found.append(name)
+    return found
 
 
 def _unique_run_names(raws: list[RawLog]) -> None:
