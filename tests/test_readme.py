@@ -30,7 +30,7 @@ ELSEWHERE = (
     "rlcurves forecast runs/cpu_demo",
 )
 
-pytestmark = pytest.mark.slow  # the blocks bootstrap, profile and sample: ~1 min on 2 cores
+SLOW = pytest.mark.slow  # the blocks bootstrap, profile and sample: ~30 s on 2 cores
 
 
 def test_readme_has_the_blocks_a_user_pastes():
@@ -39,6 +39,7 @@ def test_readme_has_the_blocks_a_user_pastes():
         assert line.startswith(("rlcurves ", *ELSEWHERE)), f"README line not run by a test: {line}"
 
 
+@SLOW
 @pytest.mark.parametrize("index", range(len(PYTHON)))
 def test_point6_readme_python_block_runs_as_pasted(index, tmp_path, monkeypatch):
     matplotlib.use("Agg")
@@ -54,6 +55,7 @@ def test_point6_readme_python_block_runs_as_pasted(index, tmp_path, monkeypatch)
         assert (tmp_path / image).stat().st_size > 10_000
 
 
+@SLOW
 @pytest.mark.parametrize(
     "line",
     [line for line in SHELL if line.startswith("rlcurves ") and not line.startswith(ELSEWHERE)],
@@ -75,3 +77,21 @@ def test_point6_readme_command_line_runs_as_written(line, tmp_path):
         assert proc.stderr == ""
     elif argv[1] not in ("examples", "demo"):
         assert "compute axis:" in proc.stderr  # it said what it read
+
+
+def test_point7_notebooks_extra_has_what_the_notebooks_use_and_make_installs_it():
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    names = {re.split(r"[<>=\[ ]", req)[0].lower() for req in extras["notebooks"]}
+    assert {"jupyterlab", "tensorboard", "jinja2", "ipykernel"} <= names
+    sources = "".join(p.read_text() for p in sorted((ROOT / "notebooks").glob("*.py")))
+    if ".style" in sources:  # pandas' Styler needs jinja2, in CI (dev) too
+        assert any(req.startswith("jinja2") for req in extras["dev"])
+    assert "tensorboard" in sources.lower()  # notebook 04 reads event files: the extra has it
+    makefile = (ROOT / "Makefile").read_text()
+    target = makefile.split("\nnotebooks:", 1)[1].split("\n\n", 1)[0]
+    assert ".notebooks" in target and '-e ".[notebooks]"' in makefile
+    assert "make notebooks" in README
