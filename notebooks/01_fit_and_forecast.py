@@ -39,6 +39,7 @@
 # %%
 import matplotlib.pyplot as plt
 import numpy as np
+from IPython.display import Markdown
 
 import rlcurves
 from rlcurves.forecast import forecast
@@ -63,9 +64,9 @@ fit = rlcurves.fit_sigmoid(
 print(fit.summary())
 
 # %% [markdown]
-# The fit sees the 33 evaluations between 1.5k and 8k GPU-hours. A and C_mid are well determined
-# already; B less so, and the correlation block says why: A, B and R0 trade off against each other
-# (a higher ceiling reached more slowly fits the same early points). This is why the paper
+# The fit sees the evaluations between 1.5k and 8k GPU-hours (`data points` above). A and C_mid
+# are well determined already; B less so, and the correlation block says why: A, B and R0 trade
+# off against each other (a higher ceiling reached more slowly fits the same early points). This is why the paper
 # compares B only at a shared A (notebook 02).
 #
 # ## Forecast at 2x the fitted budget
@@ -155,13 +156,31 @@ print(bt.summary())
 fig = bt.plot()
 plt.show()
 
-# %% [markdown]
-# At a quarter of the budget (4k GPU-hours, not far past C_mid) the ceiling is not identified:
-# A runs to its upper bound and the interval covers almost everything, which is the honest answer.
-# From half the budget on, the forecast of the final value is within about 0.01 of the whole-run
-# fit, and A's interval shrinks from about [0.59, 0.70] at half to [0.59, 0.61] at three
-# quarters. With intervals at 90%, an occasional miss (as at 75% here) is expected; notebook 03
-# measures how often.
+# %%
+# The prose below is computed from the backtest above, so it cannot go stale when the code changes.
+t = bt.table.set_index("fraction")
+later = t.loc[[0.5, 0.75]]
+missed = [
+    f"{f:.0%}"
+    for f, row in t.iterrows()
+    if row["forecast"] == row["forecast"] and not row["covered"]
+]
+Markdown(
+    f"At a quarter of the budget ({t.loc[0.25, 'fit_to']:,.0f} GPU-hours, not far past C_mid) "
+    f"A's 90% interval is [{t.loc[0.25, 'A_lower']:.2f}, {t.loc[0.25, 'A_upper']:.2f}]: the "
+    "ceiling is barely identified, which is the honest answer. From half the budget on, the "
+    "forecast of the final value is within "
+    f"{later['error'].abs().max():.3f} of the whole-run fit, and A's interval shrinks from "
+    f"[{t.loc[0.5, 'A_lower']:.2f}, {t.loc[0.5, 'A_upper']:.2f}] at half to "
+    f"[{t.loc[0.75, 'A_lower']:.2f}, {t.loc[0.75, 'A_upper']:.2f}] at three quarters. "
+    + (
+        f"With intervals at 90% an occasional miss (here at {', '.join(missed)}) is expected; "
+        if missed
+        else "No interval missed here; at 90% an occasional miss is expected, and "
+    )
+    + "notebook 03 measures how often. The coverage line counts the prefixes whose interval "
+    "held its reference: with three prefixes it can only read 0%, 33%, 67% or 100%."
+)
 
 # %% [markdown]
 # ## The same on a REAL run
@@ -194,18 +213,31 @@ print(f"whole-run fit there: {float(whole.predict(real_end)):.3f}; A = {whole.A:
 print(f"held-out evaluations inside the 90% prediction interval: {inside.sum()} of {inside.size}")
 
 # %%
-fig = plot_forecast(real_fit, to=real_end, seed=0)
-fig.axes[0].set_xlabel("compute (generated tokens)")
+fig = plot_forecast(real_fit, to=real_end, seed=0)  # the axis label comes from the data's unit
 fig.axes[0].set_title(
     "REAL run: fit on the first half of its tokens, forecast of the rest", fontsize=10
 )
 plt.show()
 
-# %% [markdown]
-# The first half of the run already fixes its plateau: the forecast for the end, 0.464
-# [0.433, 0.506], brackets the whole-run fit (0.451) and the level the last evaluations scatter
-# around. But only 16 of the 21 held-out evaluations fall inside the 90% prediction band, not the
-# 19 that 90% would suggest: past its plateau this run became noisier than in its first half (dips
-# to 0.33 and 0.40 around 1.5M tokens), and no fit of the first half can know that. The intervals
-# are calibrated on simulated runs with the paper's noise model; a real run can break that model,
-# and a held-out check like this one is how you find out.
+# %%
+late = held_out.assign(inside=inside)
+dips = late.nsmallest(2, "reward")
+expected_inside = round(0.9 * inside.size)
+Markdown(
+    "The first half of the run already fixes its plateau: the forecast for the end, "
+    f"{float(fc_real.mean[-1]):.3f} [{float(fc_real.lower[-1]):.3f}, "
+    f"{float(fc_real.upper[-1]):.3f}], is to be read against the whole-run fit "
+    f"({float(whole.predict(real_end)):.3f}) and the level the last evaluations scatter around. "
+    f"{inside.sum()} of the {inside.size} held-out evaluations fall inside the 90% prediction "
+    f"band, where 90% would suggest about {expected_inside}"
+    + (
+        f": past its plateau this run became noisier than in its first half (dips to "
+        f"{dips['reward'].iloc[0]:.2f} and {dips['reward'].iloc[1]:.2f} around "
+        f"{dips['compute'].mean() / 1e6:.1f}M tokens), and no fit of the first half can know "
+        "that. "
+        if inside.sum() < expected_inside
+        else ". "
+    )
+    + "The intervals are calibrated on simulated runs with the paper's noise model; a real run "
+    "can break that model, and a held-out check like this one is how you find out."
+)
