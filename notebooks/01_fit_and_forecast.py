@@ -66,8 +66,8 @@ print(fit.summary())
 # %% [markdown]
 # The fit sees the evaluations between 1.5k and 8k GPU-hours (`data points` above). A and C_mid
 # are well determined already; B less so, and the correlation block says why: A, B and R0 trade
-# off against each other (a higher ceiling reached more slowly fits the same early points). This is why the paper
-# compares B only at a shared A (notebook 02).
+# off against each other (a higher ceiling reached more slowly fits the same early points). This
+# is why the paper compares B only at a shared A (notebook 02).
 #
 # ## Forecast at 2x the fitted budget
 #
