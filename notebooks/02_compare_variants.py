@@ -35,6 +35,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from IPython.display import Markdown
 
 import rlcurves
 from rlcurves.datasets import list_examples, load_example
@@ -72,12 +73,25 @@ print(
     "identical evaluations:",
     all(np.array_equal(load_example(n)["reward"].to_numpy(), same) for n in controls),
 )
-pd.DataFrame(rows).pivot(index="run", columns="axis", values=["A", "B"]).round(3)
+axes_table = pd.DataFrame(rows).pivot(index="run", columns="axis", values=["A", "B"])
+axes_table.round(3)
+
+# %%
+spread = axes_table.max() - axes_table.min()
+Markdown(
+    "Three identical learning curves, and on the wall-clock axis their fits disagree by "
+    f"{spread[('A', 'wall-clock hours')]:.2f} on A and {spread[('B', 'wall-clock hours')]:.1f} "
+    "on B: as much as many real recipe differences. On the generated-token axis, which load "
+    "cannot stretch, they agree "
+    + (
+        "exactly."
+        if spread.xs("generated tokens", level=1).max() == 0
+        else f"to within {spread.xs('generated tokens', level=1).max():.0e}."
+    )
+)
 
 # %% [markdown]
-# Three identical learning curves, and on the wall-clock axis their fits disagree by 0.04 on A and
-# 0.3 on B: as much as many real recipe differences. On the generated-token axis, which load
-# cannot stretch, they agree to the last digit. A uniform slow-down would change only C_mid (A and
+# The token axis is immune to load. A uniform slow-down would change only C_mid (A and
 # B do not depend on the unit of compute); uneven load bends the curve, and that reaches A and B.
 #
 # **Lesson for your own runs:** compare variants on an axis that measures work (GPU-hours on
@@ -144,24 +158,42 @@ cmp.table.round(3)
 print(cmp.summary())
 
 # %% [markdown]
+# Every variant's curve in one figure, one colour each (`Comparison.plot_curves`, or
+# `rlcurves.plot_fits(fits)` for any fits):
+
+# %%
+fig = cmp.plot_curves()
+plt.show()
+
+# %%
+p_pipeline = float(1 - cmp.table.set_index("variant").loc["pipeline_rl", "p_A_higher"])
+noise = np.median([fits[k].noise_sd for k in ["scalerl", *single]])
+Markdown(
+    f"PipelineRL's ceiling is lower than the recipe's with probability {p_pipeline:.2f} in "
+    "these draws; a 90% two-sided verdict needs 0.95. One run per variant with 500 validation "
+    f"prompts x 4 samples leaves about {noise:.3f} of noise on every evaluation (the fits' median "
+    "residual sd)."
+)
+
+# %% [markdown]
 # What one run per variant at this scale can and cannot say:
 #
 # - **PPO-off-policy-8 and PipelineRL-8 learned far less per token** at the demo's learning
 #   rate: eight policy versions of staleness on a 0.8M-parameter model that moves fast per step.
 #   PPO-off-policy's evaluations wander around the start, so no S-curve exists to fit: `compare`
-#   says "not compared" rather than rank a step function. PipelineRL's ceiling is lower with 93%
-#   probability, just short of the 95% a 90% two-sided verdict needs. The token axis charges
-#   asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for (no idle
-#   generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to measure.
+#   says "not compared" rather than rank a step function. PipelineRL's ceiling is lower with the
+#   probability printed above, short of the 0.95 a 90% two-sided verdict needs. The token axis
+#   charges asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for
+#   (no idle generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to
+#   measure.
 # - **Everything else is within noise of the recipe**: DAPO's loss, prompt-level adv std,
 #   no zero-variance filter and batch 64 share the recipe's ceiling within the paper's 0.02
 #   margin, and their Bs' intervals overlap. Sample-level aggregation and batch 16 have not
 #   settled by 600 steps (batch 16 has seen half the tokens), so their A intervals run up to the
 #   bound of 1: more compute, not a better fit, would decide them.
 #
-# One run per variant with 500 validation prompts x 4 samples leaves about 0.017 of noise on every
-# evaluation (the fits' residual sd); the paper could tell 0.02 apart on A with 1,000 prompts x 16
-# samples, runs of 16k GPU-hours, and its seed-to-seed check.
+# With the evaluation noise printed above, the paper could tell 0.02 apart on A only with 1,000
+# prompts x 16 samples, runs of 16k GPU-hours, and its seed-to-seed check.
 #
 # ## The paper's shared-A rule and the log-log view
 #
@@ -182,8 +214,7 @@ shared.table.round(3)
 # their line at the top are evaluations near A, where F blows up and noise dominates.
 
 # %%
-fig = cmp.plot_loglog()
-fig.axes[0].set_xlabel("log C  (C in generated tokens)")
+fig = cmp.plot_loglog()  # the axis label names the data's unit (generated tokens here)
 plt.show()
 
 # %% [markdown]
@@ -223,11 +254,16 @@ for title, (on, off) in pairs.items():
     print(title)
     print(rlcurves.compare({on: fits[on], off: fits[off]}, n_samples=400, seed=0).summary(), "\n")
 
+# %%
+ends = {k: runs[k]["reward"].tail(4).mean() for k in ("bf16", "bf16_no_fp32_head")}
+Markdown(
+    "Neither pair reproduces the paper's sign. **FP32 head:** the two bfloat16 runs end within "
+    f"noise of each other ({ends['bf16']:.2f} and {ends['bf16_no_fp32_head']:.2f} over their last "
+    "four evaluations; compare their A and B intervals above)."
+)
+
 # %% [markdown]
-# Neither pair reproduces the paper's sign.
-#
-# **FP32 head.** The two bfloat16 runs end within noise of each other (0.46 and 0.49 over their
-# last four evaluations; their A and B intervals overlap), and both still climb at 600 steps. The
+# **FP32 head**, continued: both still climb at 600 steps. The
 # FP32 head exists to make the generator's token probabilities match the trainer's. Here both sides
 # are the same torch code on the same weights, so the mismatch it fixes stays small either way
 # (`fresh_logprob_mismatch` in the log: usually 0, at most 0.04, in both runs). The paper's
@@ -319,10 +355,17 @@ ax.legend(fontsize=8, loc="lower right")
 ax.grid(alpha=0.3)
 plt.show()
 
+# %%
+Markdown(
+    "At 8k GPU-hours batch 512 leads with probability "
+    f"{1 - batch_cmp.p_ahead('batch-2048', 'batch-512', 8_000):.2f}; a study that stopped there "
+    "would pick it. The fits say batch 2048 has the higher ceiling and overtakes it around "
+    f"{float(cross):,.0f} GPU-hours (the simulated curves cross at {true_cross:,.0f}), leading at "
+    f"100k with probability {batch_cmp.p_ahead('batch-2048', 'batch-512', 100_000):.2f}."
+)
+
 # %% [markdown]
-# At 8k GPU-hours batch 512 is far ahead (probability near 1 that it leads); a study that stopped
-# there would pick it. The fits say batch 2048 has the higher ceiling and overtakes it around 30k
-# GPU-hours, with near certainty that it leads at 100k. Its fitted A overshoots the simulated
+# Read with care: Its fitted A overshoots the simulated
 # 0.645: the run stops at three times its C_mid, still climbing, where the ceiling is least
 # determined (the interval is correspondingly wide). The crossover of two nearly parallel curves
 # is the least stable number here: near the crossing the curves differ by less than the

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from IPython.display import Markdown
 
 import rlcurves
 from rlcurves.plot import plot_forecast
@@ -148,12 +149,39 @@ for name, (path, kw) in sources.items():
             "R0": fit.R0,
         }
     )
-pd.DataFrame(rows).set_index("source").round(4)
+table = pd.DataFrame(rows).set_index("source")
+table.round(4)
+
+# %%
+spread = table[["A", "B", "C_mid", "R0"]].max() - table[["A", "B", "C_mid", "R0"]].min()
+Markdown(
+    f"One row of numbers, {len(table)} formats: across them A differs by at most "
+    f"{spread['A']:.1e} and C_mid by {spread['C_mid']:.1e} GPU-hours. (The fitted "
+    f"A = {table['A'].iloc[0]:.3f} and C_mid = {table['C_mid'].iloc[0]:.1f} are the fit of this "
+    "noisy sample; the curve it was drawn from has A = 0.7, C_mid = 12.)"
+)
 
 # %% [markdown]
-# One row of numbers, ten formats. (The fitted A = 0.707 and C_mid = 11.5 are the fit of this
-# noisy sample; the curve it was drawn from has A = 0.7, C_mid = 12.)
+# ## Wide tables and clock glitches
 #
+# A table with one reward column per model (a spreadsheet, a W&B panel export) reads as one run
+# per column with `reward=[...]` (or `reward="*"` for every numeric column but compute and step),
+# ready for `compare` or `plot_fits`. And a compute value out of line, such as two swapped
+# entries, is not taken for a restarted clock: the rows are dropped with a warning that names them.
+
+# %%
+wide = rlcurves.read_log(LOGS / "wide" / "models.csv", reward="*")
+print(wide.groupby("run")["reward"].agg(["size", "max"]))
+wide_fits = {
+    name: rlcurves.fit_sigmoid("compute", "reward", data=part, label=name)
+    for name, part in wide.groupby("run", sort=False)
+}
+rlcurves.plot_fits(wide_fits)
+plt.show()
+glitched = rlcurves.read_log(LOGS / "glitch" / "swapped_pair.csv")  # warns, naming the rows
+print(rlcurves.describe_log(glitched))
+
+# %% [markdown]
 # ## The compute axis
 #
 # The unit of `compute` is whatever `gpus=` makes it. Double the GPUs and every compute value
@@ -196,8 +224,10 @@ fig.axes[0].set_title(
 )
 plt.show()
 
-# %% [markdown]
-# Ten evaluations that stop before the curve bends leave the ceiling open (A = 0.77 +- 0.15 in the
-# summary), yet the forecast at twice the fitted compute is already useful: the held-out second
-# half follows the dashed curve, a couple of noisy evaluations just below the band. More frequent
-# evaluations and a longer fitted prefix narrow it (notebooks 01 and 03).
+# %%
+Markdown(
+    f"{half.n} evaluations that stop before the curve bends leave the ceiling open "
+    f"(A = {half.A:.2f} +- {half.stderr['A']:.2f} in the summary), yet the forecast at twice the "
+    "fitted compute is already useful: the held-out second half follows the dashed curve. More "
+    "frequent evaluations and a longer fitted prefix narrow it (notebooks 01 and 03)."
+)

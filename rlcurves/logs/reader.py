@@ -64,11 +64,9 @@ def _curve(
     if restarts["glitches"] and glitch_entry is not None:
         glitch_entry["glitches"] = restarts["glitches"]
         glitch_entry["detail"] = _glitch_text(restarts["glitches"], axis.columns[0])
-        warnings.warn(
+        glitch_entry["warning"] = (
             f"{raw.source}: {glitch_entry['detail']}; {glitch_entry['rows']} row(s) dropped. "
-            "Fix those values in the log, or pass compute= another column.",
-            DataRepairWarning,
-            stacklevel=4,
+            "Fix those values in the log, or pass compute= another column."
         )
     if restarts["restarts"]:
         report.insert(
@@ -239,6 +237,7 @@ def read_log(
         run=run,
         gpus=gpus,
         gpu_hours_per_step=gpu_hours_per_step,
+        _stacklevel=3,
     )
 
 
@@ -251,6 +250,7 @@ def read_logs(
     run: str | Sequence[str] | None = None,
     gpus: float | None = None,
     gpu_hours_per_step: float | None = None,
+    _stacklevel: int = 2,
 ) -> pd.DataFrame:
     """Several logs (files, run folders, folders of runs) into one frame with a ``run`` column.
 
@@ -322,6 +322,10 @@ def read_logs(
         for raw, col in zip(raws, rewards, strict=True)
     ]
     with_run_column = several or len(curves) > 1 or any(n is not None for n in names)
+    for _, attrs in curves:  # repairs of data that could not be trusted: the user's line
+        for entry in attrs["cleaning"]:
+            if "warning" in entry:
+                warnings.warn(entry.pop("warning"), DataRepairWarning, stacklevel=_stacklevel)
     return _assemble(curves, with_run_column)
 
 
