@@ -266,17 +266,27 @@ Markdown(
 # **FP32 head**, continued: both still climb at 600 steps. The
 # FP32 head exists to make the generator's token probabilities match the trainer's. Here both sides
 # are the same torch code on the same weights, so the mismatch it fixes stays small either way
-# (`fresh_logprob_mismatch` in the log: usually 0, at most 0.04, in both runs). The paper's
+# (`fresh_logprob_mismatch` in the trainer's log, usually 0, in both runs). The paper's
 # 0.52 -> 0.61 on A comes from an inference engine whose kernels differ from the trainer's; to
 # measure it, run this pair with `generator=vllm` on a GPU.
 #
-# **No-positive resampling.** The pool of 2,000 prompts came round ten times. Resampling retired a
-# third of it as solved (pass rate >= 0.9); the training reward on the hard remainder fell to zero,
-# and validation with it, from 0.36 at step 250 to 0.00 at step 450. Without resampling the same
-# run ended at 0.41. `compare` calls the collapsed curve what it is, a fall whose B is not an
-# efficiency. The paper retires prompts from a pool that is large for its number of steps; on a
-# small pool, watch `pool_size` and `train_reward` in the trainer's log.
-#
+
+# %%
+pool, kept = runs["pool_2000"], runs["pool_2000_no_positive"]
+peak = pool.loc[pool["reward"].idxmax()]
+floor = pool[(pool["step"] > peak["step"]) & (pool["reward"] < 0.005)].iloc[0]
+Markdown(
+    "**No-positive resampling.** The pool of 2,000 prompts came round ten times. Resampling "
+    "retired a third of it as solved (pass rate >= 0.9); the training reward on the hard "
+    "remainder fell to zero, and validation with it, from "
+    f"{peak['reward']:.2f} at step {peak['step']:.0f} to {floor['reward']:.2f} at step "
+    f"{floor['step']:.0f}. Without resampling the same run ended at "
+    f"{kept['reward'].tail(4).mean():.2f} (mean of its last four evaluations). `compare` calls "
+    "the collapsed curve what it is, a fall whose B is not an efficiency. The paper retires "
+    "prompts from a pool that is large for its number of steps; on a small pool, watch "
+    "`pool_size` and `train_reward` in the trainer's log."
+)
+
 # %% [markdown]
 # ## What a decisive comparison looks like: SIMULATED at paper scale
 #

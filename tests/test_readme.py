@@ -95,3 +95,23 @@ def test_point7_notebooks_extra_has_what_the_notebooks_use_and_make_installs_it(
     target = makefile.split("\nnotebooks:", 1)[1].split("\n\n", 1)[0]
     assert ".notebooks" in target and '-e ".[notebooks]"' in makefile
     assert "make notebooks" in README
+
+
+# Decimals the notebooks' prose may type: the paper's published parameters and margins, the
+# simulation's settings, targets the reader picks, and levels; every result is computed instead.
+TYPED_IN_PROSE = {
+    "0.02", "0.30", "1.92", "0.645", "0.62", "0.610", "0.60", "0.58", "1.77", "1.70", "1.645",
+    "0.95", "0.61", "0.605", "0.52", "0.05", "0.015",
+}  # fmt: skip
+
+
+def test_point7_notebook_prose_quotes_no_typed_in_results():
+    for path in sorted((ROOT / "notebooks").glob("0*.py")):
+        prose, markdown = [], False
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.startswith("# %%"):
+                markdown = "[markdown]" in line
+            elif markdown:
+                prose.append(line)
+        typed = set(re.findall(r"\d+\.\d{2,}", "\n".join(prose))) - TYPED_IN_PROSE
+        assert not typed, f"{path.name}: numbers typed into the prose (compute them): {typed}"
