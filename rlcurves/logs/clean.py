@@ -2,7 +2,8 @@
 
 Order: rows without the reward are dropped (sparse evaluation is normal); among the rest a step
 written twice (a resumed run) keeps its later write; then rows whose reward was written as NaN or
-inf are dropped; last, rows left without a compute value. The compute axis itself was repaired
+inf are dropped; then rows whose compute is a clock glitch (``compute.repair_restarts`` set it
+aside); last, rows left without a compute value. The compute axis itself was repaired
 before (``compute.repair_restarts``), on every record that carries it.
 """
 
