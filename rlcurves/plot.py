@@ -117,8 +117,18 @@ def plot_fit(
         figure use :func:`plot_fits` (one colour and one legend entry each).
     """
     fig, ax = _axes(ax)
-    color = color or PALETTE[0]
+    # drawn into axes that already hold fits: the next colour, one legend entry per fit (the
+    # markers' and bands' meanings were given by the first), parameters in the legend
+    n_drawn = getattr(ax, "_rlcurves_fits", 0)
+    ax._rlcurves_fits = n_drawn + 1
+    color = color or style(n_drawn)[0]
     label = label or fit.label or "fit"
+    if n_drawn:
+        label = f"{label}: A = {fit.A:.3f}, B = {fit.B:.2f}"
+
+    def aux(text: str) -> str:
+        return text if n_drawn == 0 else "_nolegend_"
+
     c_all, r_all = fit.compute, fit.reward
     inside = fit.window
     c_fit = fit.fit_compute
@@ -131,7 +141,7 @@ def plot_fit(
         color=color,
         alpha=0.8,
         lw=0,
-        label="fitted data",
+        label=aux("fitted data"),
         zorder=3,
         **scatter_kws,
     )
@@ -143,7 +153,7 @@ def plot_fit(
             facecolors="none",
             edgecolors=color,
             alpha=0.7,
-            label="excluded from fit",
+            label=aux("excluded from fit"),
             zorder=3,
         )
     if late.any():
@@ -155,7 +165,7 @@ def plot_fit(
             color="0.35",
             alpha=0.75,
             lw=0,
-            label="held out (after the fit window)",
+            label=aux("held out (after the fit window)"),
             zorder=3,
         )
     end = max(extrapolate_to or 0.0, c_all.max())
@@ -177,7 +187,7 @@ def plot_fit(
             color=color,
             lw=2,
             ls="--",
-            label="extrapolation",
+            label=aux("extrapolation"),
             zorder=4,
         )
     if band is not None:
@@ -191,7 +201,7 @@ def plot_fit(
                 color=color,
                 alpha=0.08,
                 lw=0,
-                label=f"{level}prediction (one evaluation)",
+                label=aux(f"{level}prediction (one evaluation)"),
             )
             ax.fill_between(
                 bc,
@@ -200,11 +210,11 @@ def plot_fit(
                 color=color,
                 alpha=0.22,
                 lw=0,
-                label=f"{level}interval of the curve",
+                label=aux(f"{level}interval of the curve"),
             )
         else:
             bc, blo, bhi = band
-            ax.fill_between(bc, blo, bhi, color=color, alpha=0.18, lw=0, label="interval")
+            ax.fill_between(bc, blo, bhi, color=color, alpha=0.18, lw=0, label=aux("interval"))
     if fit.min_compute is not None and fit.min_compute > 0:
         ax.axvspan(
             start if logx else 0.0,
@@ -212,9 +222,9 @@ def plot_fit(
             color="0.85",
             alpha=0.5,
             lw=0,
-            label="excluded window",
+            label=aux("excluded window"),
         )
-    if show_asymptote:
+    if show_asymptote and n_drawn == 0:
         ax.axhline(fit.A, color=color, lw=0.8, ls="-.", alpha=0.6)
         ax.annotate(
             f"A = {fit.A:.3f}",
@@ -234,7 +244,11 @@ def plot_fit(
     params = (
         f"A={fit.A:.3f}  B={fit.B:.2f}  C_mid={format_compute(fit.C_mid, unit)}  R0={fit.R0:.3f}"
     )
-    ax.set_title(title or (f"{fit.label}\n{params}" if fit.label else params), fontsize=10)
+    if n_drawn:
+        params = f"{n_drawn + 1} fits, parameters in the legend"
+    ax.set_title(
+        title or (f"{fit.label}\n{params}" if fit.label and not n_drawn else params), fontsize=10
+    )
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     return fig

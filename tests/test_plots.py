@@ -230,3 +230,17 @@ def test_point8_backtest_legend_draws_the_whole_run_fit_as_it_is_drawn():
     legend = {t.get_text() for t in ax.get_legend().get_texts()}
     assert {line.get_label() for line in refs} <= legend
     assert ax.get_xlabel() == "compute fitted up to (GPU-hours)"
+
+
+def test_point3_fit_plot_into_shared_axes_one_colour_and_entry_per_fit():
+    fig, ax = plt.subplots()
+    rng = np.random.default_rng(4)
+    for i in range(4):
+        r = sigmoid(C, 0.5 + 0.03 * i, 1.8, 2500, 0.3) + rng.normal(0, 0.004, C.size)
+        _quiet_fit(C, r, label=f"run {i}").plot(ax=ax)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert texts.count("fitted data") == 1  # the marker's meaning once, not four times
+    assert sum(t.startswith("run ") for t in texts) == 4
+    colours = {line.get_color() for line in ax.get_lines() if line.get_label().startswith("run ")}
+    assert len(colours) == 4
+    assert "4 fits" in ax.get_title()
