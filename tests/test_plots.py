@@ -233,7 +233,7 @@ def test_point8_backtest_legend_draws_the_whole_run_fit_as_it_is_drawn():
 
 
 def test_point3_fit_plot_into_shared_axes_one_colour_and_entry_per_fit():
-    fig, ax = plt.subplots()
+    _fig, ax = plt.subplots()
     rng = np.random.default_rng(4)
     for i in range(4):
         r = sigmoid(C, 0.5 + 0.03 * i, 1.8, 2500, 0.3) + rng.normal(0, 0.004, C.size)
