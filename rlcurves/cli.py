@@ -483,6 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default="out", help="folder for the figures")
     p.set_defaults(func=cmd_demo)
+    from .cli_live import add_commands as add_live_commands  # watch, report
+
+    add_live_commands(sub)
     return parser
 
 
