@@ -35,7 +35,7 @@ def watch(*argv: str) -> tuple[int, str]:
     return rc, buf.getvalue()
 
 
-def replay(tmp_path: Path, run: str, baseline: str, budget: float, every_eval=True):
+def replay(tmp_path: Path, run: str, baseline: str, budget: float):
     """Append the run's log line by line; after each evaluation run ``watch --once``."""
     folder = tmp_path / run
     folder.mkdir()
@@ -100,9 +100,7 @@ def test_advice_moves_from_too_early_to_on_track_against_a_worse_baseline(tmp_pa
 
 def test_advice_says_unlikely_for_a_worse_run_and_only_when_identified(tmp_path):
     budget = float(rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["compute"].max())
-    folder, outputs, records = replay(
-        tmp_path, "recipe_loo_pipeline_rl", "recipe_loo_scalerl", budget
-    )
+    _, outputs, records = replay(tmp_path, "recipe_loo_pipeline_rl", "recipe_loo_scalerl", budget)
     advice = [_advice(o) for o in outputs]
     assert advice[0] == TOO_EARLY and advice[-1] == UNLIKELY_BASELINE
     assert ON_TRACK not in advice
