@@ -590,7 +590,7 @@ class Monitor:
             return ON_TRACK, f"forecast {at}: p(beats {what}) = {p:.2f} >= p_on_track"
         if p is not None:
             return CONTINUE, f"forecast {at}: p(beats {what}) = {p:.2f}, not decided yet"
-        return CONTINUE, f"forecast {at}; still rising"
+        return CONTINUE, f"forecast {at}; still improving"
 
     # ---- the baseline ---------------------------------------------------------------------------
     def _resolve_baseline(self, baseline: Any) -> tuple[str | None, dict | None]:
