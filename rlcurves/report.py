@@ -56,8 +56,10 @@ def data_files(df: pd.DataFrame) -> list[Path]:
     out = []
     for s in sources:
         p = Path(str(s))
-        if p.is_file() and p not in out:
-            out.append(p)
+        # a run folder (the recipe's log.jsonl + config.yaml): every file in it
+        for f in [p] if p.is_file() else sorted(p.glob("*")) if p.is_dir() else []:
+            if f.is_file() and f not in out:
+                out.append(f)
     return out
 
 
