@@ -662,10 +662,14 @@ def _prob_greater(x: np.ndarray, y: np.ndarray) -> float:
     return prob_greater(x, y)
 
 
+_ROUTINE_CLEANING = ("drop_missing_reward", "join_compute_same_step")
+
+
 def _log_notes(attrs: dict) -> list[str]:
     notes = []
     for entry in attrs.get("cleaning", []):
-        if not entry.get("rows"):
+        # routine for logs that interleave train and eval records: not worth a note
+        if not entry.get("rows") or entry.get("step") in _ROUTINE_CLEANING:
             continue
         if entry.get("step") == "skip_truncated_line":
             notes.append("the log's last line is half-written: waiting for it (left out)")
