@@ -63,6 +63,11 @@ for c, r in zip(run["compute"], run["reward"], strict=True):
 pd.DataFrame(rows).round(3)
 
 # %% [markdown]
+# The advice is not monotone: this run's rise is almost a step (B poorly identified), and its fit
+# moves in and out of "identified" as evaluations arrive, so "unlikely" alternates with "too
+# early" and "continue". The monitor has no memory across reports; an automatic stop is safer
+# when the same advice repeats over a few evaluations.
+#
 # The last report, as Jupyter shows it (`MonitorReport._repr_html_`), with its figure:
 
 # %%
