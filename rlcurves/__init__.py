@@ -15,6 +15,7 @@ from .fit import fit_sigmoid, fit_sigmoid_batch
 from .forecast import Forecast, forecast
 from .logs import describe_log, read_log, read_logs, read_wandb_run
 from .model import inverse_sigmoid, power_law, sigmoid
+from .monitor import Monitor, MonitorReport
 from .plot import plot_fits
 from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
 from .profile import ProfileResult
@@ -34,6 +35,8 @@ __all__ = [
     "Forecast",
     "IdentifiabilityWarning",
     "ModelComparison",
+    "Monitor",
+    "MonitorReport",
     "NotConvergedWarning",
     "Posterior",
     "PowerLawFit",

@@ -802,6 +802,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true", help="print each one's description")
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p.set_defaults(func=cmd_examples)
+    from .cli_live import add_commands as add_live_commands  # watch, report
+
+    add_live_commands(sub)
     return parser
 
 

@@ -429,6 +429,11 @@ class Comparison:
     def __str__(self) -> str:
         return self.summary()
 
+    def _repr_html_(self) -> str:
+        from ._html import comparison_html
+
+        return comparison_html(self)
+
     def __repr__(self) -> str:
         return f"Comparison(variants={list(self.fits)}, baseline={self.baseline!r})"
 

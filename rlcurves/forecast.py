@@ -66,6 +66,11 @@ class Forecast:
         cols = ("at", "mean", "lower", "upper", "prediction_lower", "prediction_upper")
         return pd.DataFrame({c: np.atleast_1d(getattr(self, c)) for c in cols})
 
+    def _repr_html_(self) -> str:
+        from ._html import forecast_html
+
+        return forecast_html(self)
+
     def __repr__(self) -> str:
         at, mean = np.atleast_1d(self.at), np.atleast_1d(self.mean)
         lo, hi = np.atleast_1d(self.lower), np.atleast_1d(self.upper)

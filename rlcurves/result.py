@@ -278,6 +278,11 @@ class SigmoidFit:
 
         return plot_fit(self, ax=ax, **kwargs)
 
+    def _repr_html_(self) -> str:
+        from ._html import fit_html
+
+        return fit_html(self)
+
     def __repr__(self) -> str:
         p = self.params
         state = "" if self.converged else ", NOT converged"

@@ -1,0 +1,188 @@
+"""``rlcurves report``: one self-contained HTML page, checked in a real headless Chromium.
+
+The browser is driven over the DevTools protocol (websocket-client, dev extra): the page loads,
+every image decodes, no console error or exception; a screenshot at 1200x900. Without a system
+Chromium the browser tests skip locally and FAIL in CI (CI=true), where `make test` installs it.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rlcurves
+from rlcurves.cli import main
+
+RUNS = Path(__file__).resolve().parents[1] / "rlcurves" / "data" / "runs"
+
+
+@pytest.fixture(scope="module")
+def report_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    rc = main(["report", str(RUNS / "recipe_loo_scalerl"), str(RUNS / "recipe_loo_dapo"),
+               "--compute", "tokens_total", "--n-samples", "100", "--fractions", "0.5",
+               "-o", str(out)])  # fmt: skip
+    assert rc == 0
+    return out
+
+
+def test_report_is_self_contained_and_has_provenance(report_path):
+    page = report_path.read_text()
+    # nothing to fetch: every src is a data URI, no scripts, no stylesheets by link
+    srcs = re.findall(r'src="([^"]*)"', page)
+    assert len(srcs) >= 5 and all(s.startswith("data:image/png;base64,") for s in srcs)
+    assert "<script" not in page and "<link" not in page and "http://" not in page
+    assert "https://" not in page
+    for name in ("comparison", "run-recipe_loo_scalerl", "run-recipe_loo_dapo", "provenance"):
+        assert f'id="{name}"' in page
+    # the data file's hash is the real one
+    log = RUNS / "recipe_loo_scalerl" / "log.jsonl"
+    assert hashlib.sha256(log.read_bytes()).hexdigest() in page
+    assert "rlcurves</td><td style" in page.replace("\n", "")  # versions table
+    assert "drop_missing_reward" in page  # the cleaning report of the log
+    # each image is a real PNG
+    import matplotlib.image as mpimg
+
+    for s in srcs:
+        img = mpimg.imread(io.BytesIO(base64.b64decode(s.split(",", 1)[1])), format="png")
+        assert img.shape[0] > 100 and img.shape[1] > 100
+
+
+def test_bad_baseline_says_which_flag(tmp_path, capsys):
+    rc = main(["report", str(RUNS / "recipe_loo_scalerl"), "--baseline", "nope",
+               "-o", str(tmp_path / "r.html")])  # fmt: skip
+    assert rc == 2 and "--baseline 'nope'" in capsys.readouterr().err
+
+
+def test_repr_html_of_results():
+    df = rlcurves.datasets.load_example("recipe_loo_scalerl", compute="tokens_total")
+    fit = rlcurves.fit_sigmoid("compute", "reward", data=df, label="scalerl")
+    assert "Sigmoid fit: scalerl" in fit._repr_html_() and "<table" in fit._repr_html_()
+    fc = rlcurves.forecast(fit, [1e6, 2e6], n=100, progress=False, seed=0)
+    assert fc._repr_html_().count("<tr>") == 3
+    other = rlcurves.datasets.load_example("recipe_loo_dapo", compute="tokens_total")
+    cmp = rlcurves.compare({"a": fit, "b": (other["compute"], other["reward"])}, n_samples=100)
+    assert "baseline a" in cmp._repr_html_()
+    from rlcurves.monitor import Monitor
+
+    rep = Monitor(1.3e6, baseline=0.3, n_samples=100).update(df["compute"], df["reward"])
+    html = rep._repr_html_()
+    assert rep.advice.upper() in html and "data:image/png;base64," in html
+
+
+# ---- in a real browser ------------------------------------------------------------------------
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    if os.environ.get("CI") == "true":
+        pytest.fail("CI=true but no chromium on PATH: `make test` installs it (apt-get)")
+    pytest.skip("no system chromium (apt-get install chromium); required in CI")
+
+
+class Browser:
+    """Headless Chromium over the DevTools protocol (one page)."""
+
+    def __init__(self, exe: str, profile: Path):
+        import websocket
+
+        self.proc = subprocess.Popen(
+            [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        port = None
+        deadline = time.monotonic() + 30
+        while port is None and time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
+            if m:
+                port = int(m.group(1))
+        assert port, "chromium did not start its DevTools server"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10) as r:
+            pages = [t for t in json.load(r) if t["type"] == "page"]
+        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30)
+        self.next_id = 0
+        self.events: list[dict] = []
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                assert "error" not in msg, msg
+                return msg.get("result", {})
+            self.events.append(msg)
+
+    def wait_for(self, event: str, timeout: float = 30):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(e.get("method") == event for e in self.events):
+                return
+            self.events.append(json.loads(self.ws.recv()))
+        raise AssertionError(f"no {event} within {timeout} s")
+
+    def close(self):
+        self.ws.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    b = Browser(_chromium(), tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()
+
+
+def test_report_renders_in_headless_chromium(browser, report_path):
+    b = browser
+    for domain in ("Page", "Runtime", "Log"):
+        b.call(f"{domain}.enable")
+    b.call("Emulation.setDeviceMetricsOverride", width=1200, height=900, deviceScaleFactor=1,
+           mobile=False)  # fmt: skip
+    b.call("Page.navigate", url=report_path.as_uri())
+    b.wait_for("Page.loadEventFired")
+    result = b.call(
+        "Runtime.evaluate",
+        expression="JSON.stringify(Array.from(document.images).map("
+        "i => [i.complete, i.naturalWidth, i.naturalHeight]))",
+        returnByValue=True,
+    )
+    images = json.loads(result["result"]["value"])
+    assert len(images) >= 5
+    assert all(done and w > 100 and h > 100 for done, w, h in images), images
+    title = b.call("Runtime.evaluate", expression="document.title", returnByValue=True)
+    assert "rlcurves report" in title["result"]["value"]
+    errors = [
+        e for e in b.events
+        if e.get("method") == "Runtime.exceptionThrown"
+        or (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] == "error")
+        or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
+    ]  # fmt: skip
+    assert errors == []
+
+    # screenshot at one size: 1200x900, the top of the page, not blank
+    shot = b.call("Page.captureScreenshot", format="png")
+    import matplotlib.image as mpimg
+
+    img = mpimg.imread(io.BytesIO(base64.b64decode(shot["data"])), format="png")
+    assert img.shape[:2] == (900, 1200)
+    gray = img[..., :3].mean(axis=2)
+    assert 0.5 < gray.mean() < 0.99  # mostly white page with text, tables and a figure
+    assert (gray < 0.3).mean() > 0.005  # dark pixels: text was drawn
+    assert np.unique(img[..., :3].reshape(-1, 3), axis=0).shape[0] > 50  # a figure's colours
