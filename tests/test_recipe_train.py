@@ -8,6 +8,7 @@ import pytest
 import recipe_helpers
 import torch
 
+from recipe import cli
 from recipe import config as C
 from recipe import train as T
 from recipe.config import ConfigError
@@ -123,15 +124,15 @@ def test_existing_log_needs_resume(tmp_path, init_dir):
 def test_resume_refuses_a_changed_recipe(tmp_path, init_dir):
     cfg = tiny_cfg(init_dir, steps=2)
     T.run(cfg, tmp_path)
-    args = T.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "loss=dapo"])
+    args = cli.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "loss=dapo"])
     with pytest.raises(ConfigError, match="loss"):
-        T.resolve_config(args)
-    args = T.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "steps=4"])
-    assert T.resolve_config(args).steps == 4
+        cli.resolve_config(args)
+    args = cli.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "steps=4"])
+    assert cli.resolve_config(args).steps == 4
 
 
 def test_help_documents_every_switch():
-    text = T.build_parser().format_help()
+    text = cli.build_parser().format_help()
     for name in C.FIELDS:
         assert name in text
     for flag in ("--config", "--out", "--set", "--resume", "--stop-after"):
@@ -140,7 +141,7 @@ def test_help_documents_every_switch():
 
 def test_bad_config_exits_with_the_key(tmp_path):
     with pytest.raises(SystemExit, match="'aggregation'"):
-        T.main(["--out", str(tmp_path), "--set", "aggregation=median"])
+        cli.main(["--out", str(tmp_path), "--set", "aggregation=median"])
 
 
 @pytest.mark.parametrize(
