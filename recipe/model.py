@@ -110,7 +110,12 @@ def load_policy(path: str | Path, device: str | torch.device = "cpu"):
     EOS token as pad: padding is masked out everywhere, so only its id must exist.
     """
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tok_cfg = Path(path) / "tokenizer_config.json"
+    declared = json.loads(tok_cfg.read_text()).get("tokenizer_class") if tok_cfg.exists() else None
+    # transformers 5's AutoTokenizer rebuilds a tokenizer from the model type (Qwen2 -> its BPE
+    # pipeline) even when the folder declares the generic class; honour the declaration
+    loader = PreTrainedTokenizerFast if declared == "PreTrainedTokenizerFast" else AutoTokenizer
+    tokenizer = loader.from_pretrained(path)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer

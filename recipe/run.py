@@ -60,7 +60,11 @@ def setup(cfg: Config, out: Path) -> Setup:
         )  # fmt: skip
     model, tokenizer = load_policy(init, device)
     if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        no_reentrant = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=no_reentrant)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=no_reentrant)
     train_prompts, val_prompts = task.train_prompts(), task.val_prompts()
     return Setup(
         device=device, init=init, model=model, tokenizer=tokenizer,

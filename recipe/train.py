@@ -57,11 +57,13 @@ from recipe.tasks import Prompt
 
 
 def score(task, tokenizer, stop_ids, completion: Completion, prompt: Prompt) -> float:
-    """The task's reward of one completion; 0 when it hit the length limit without EOS."""
-    if completion.truncated or not completion.tokens or completion.tokens[-1] not in stop_ids:
+    """The task's reward of one completion; 0 when it hit the length limit without EOS (unless
+    the task sets ``score_truncated``)."""
+    finished = bool(completion.tokens) and completion.tokens[-1] in stop_ids
+    if not finished and not getattr(task, "score_truncated", False):
         return 0.0
-    text = tokenizer.decode(completion.tokens[:-1], skip_special_tokens=True)
-    return float(task.reward(prompt, text))
+    body = completion.tokens[:-1] if finished else completion.tokens
+    return float(task.reward(prompt, tokenizer.decode(body, skip_special_tokens=True)))
 
 
 def loss_mask(c: Completion) -> list[float]:

@@ -8,7 +8,8 @@ A task is any object with three methods (see :class:`Task`)::
 
 ``completion`` is the decoded text of a completion that ended with one of the model's EOS
 tokens (EOS itself and special tokens removed); a completion that hit the length limit without
-EOS scores 0 without calling ``reward``. Built in (config key ``task``):
+EOS scores 0 without calling ``reward``, unless the task sets ``score_truncated = True``.
+Built in (config key ``task``):
 
 - ``addition``: the CPU demo's 3-digit addition (:mod:`recipe.tasks.addition`);
 - ``gsm8k``: grade-school math in the GSM8K format from a local JSONL or Parquet file
@@ -50,6 +51,9 @@ class Prompt:
 
 class Task:
     """Base class of tasks (subclassing is optional: any object with these methods works)."""
+
+    #: also score completions that hit the length limit without EOS (default: they score 0)
+    score_truncated: bool = False
 
     def train_prompts(self) -> list[Prompt]:
         raise NotImplementedError
