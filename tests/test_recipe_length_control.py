@@ -25,7 +25,7 @@ class Scripted:
     def _one(self, prompt, max_new_tokens):
         toks = list(range(10, 10 + self.length))[:max_new_tokens]
         done = self.ends and len(toks) < max_new_tokens
-        toks = toks + [EOS] if done else toks
+        toks = [*toks, EOS] if done else toks
         return Completion(toks, [-0.1] * len(toks), [self.version] * len(toks), not done)
 
     def generate(self, prompts, n, *, max_new_tokens, temperature=1.0):

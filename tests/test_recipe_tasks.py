@@ -119,7 +119,7 @@ def test_gsm8k_task_runs_end_to_end(tmp_path, kind):
 
 def test_cli_reports_a_broken_user_task(tmp_path):
     folder = recipe_helpers.build_hf_folder("qwen2", tmp_path / "model")
-    with pytest.raises(SystemExit, match="config error: task .*no attribute"):
+    with pytest.raises(SystemExit, match=r"config error: task .*no attribute"):
         cli.main([
             "--out", str(tmp_path / "run"), "--set", f"init={folder}",
             "--set", f"task={recipe_helpers.DIGIT_TASK}:Nope",
