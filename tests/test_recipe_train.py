@@ -38,6 +38,13 @@ def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
     assert [r["step"] for r in evals] == [0, 6, 12]
     hours = [r["gpu_hours"] for r in rows]
     assert hours == sorted(hours) and hours[0] == 0 and hours[-1] > 0
+    # it trains: most steps keep prompts with signal and take an update that moves the weights
+    # (issue 14: the former smoke config updated on 1 step of 12)
+    assert sum(r["updated"] and r["prompts_filtered"] < 8 for r in train) >= 9
+    from safetensors.torch import load_file
+
+    init, final = (load_file(out / d / "model.safetensors") for d in ("init", "final"))
+    assert sum(not torch.equal(init[k], final[k]) for k in init) > len(init) // 2
     for r in train:
         assert r["samples"] == 64 and r["tokens"] >= 64
         assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600)
