@@ -25,10 +25,11 @@ def _epilog() -> str:
         "  between the trainer and the batch's tokens), mixed_version_samples,",
         "  fresh_logprob_mismatch (max |log pi_train - log pi_gen| over completions wholly",
         "  sampled by the trainer's own version),",
-        "  generator_idle_fraction, trainer_idle_fraction, samples_total, tokens_total) and",
+        "  generator_idle_fraction, trainer_idle_fraction, samples_total, tokens_total,",
+        "  updated (the optimizer stepped), interrupted_fraction (length control)) and",
         "  kind=eval rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
         "  val_samples_per_prompt).",
-        "  Rewards are 0/1 (exact answer + EOS); val_pass_rate is mean@n in [0, 1].",
+        "  Rewards come from the task (addition, gsm8k: 0/1); val_pass_rate is mean@n.",
         "",
         "config keys (YAML file or --set key=value; defaults in brackets):",
     ]

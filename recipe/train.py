@@ -4,8 +4,12 @@
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo --resume
 
 One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
-them with the verifier, drop zero-variance prompts, compute advantages, take one AdamW step on the
-policy loss, push the new weights to the generator. Where the batch comes from depends on
+them with the task's reward (recipe/tasks), drop zero-variance prompts, compute advantages, take
+one AdamW step on the policy loss (accumulated over ``micro_batch_size`` completions at a time,
+with the whole batch's aggregation denominators), push the new weights to the generator. The
+model sits on ``device`` with FP32 master weights; ``dtype`` is the body's autocast precision
+(recipe/forward.py). Setup, engines, the log and checkpoints are in recipe/run.py; the command
+line in recipe/cli.py. Where the batch comes from depends on
 ``mode`` (see recipe/pipeline.py): ``sync`` generates it right then; ``ppo-off-policy``
 generates ``max_lag`` batches with frozen weights every ``max_lag`` steps; ``pipeline``
 (PipelineRL-k) takes it from a queue that a background producer fills while the trainer trains,
