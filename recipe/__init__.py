@@ -6,6 +6,6 @@ plug-in: addition, GSM8K-format math, user tasks), ``task`` (addition prompts, v
 warm-up, HF folders), ``generate`` (generation interface, torch sampler), ``length_control``,
 ``run`` and ``cli`` (plumbing and command line beside the loop), ``loss`` (CISPO/DAPO/GRPO/GSPO,
 aggregation), ``advantages`` (group baseline, normalization, zero-variance filter),
-``curriculum`` (prompt pool, no-positive-resampling), ``train`` (the loop). The trainer does not import ``rlcurves``; rlcurves
-reads its ``log.jsonl`` as a file format.
+``curriculum`` (prompt pool, no-positive-resampling), ``train`` (the loop). The trainer does not
+import ``rlcurves``; rlcurves reads its ``log.jsonl`` as a file format.
 """
