@@ -233,6 +233,11 @@ def validate(cfg: Config) -> Config:
             "config key 'gpu_memory_utilization' must be in (0, 1] or null, got "
             f"{cfg.gpu_memory_utilization!r}"
         )
+    if cfg.weight_transfer == "nccl" and (cfg.generator, cfg.mode) != ("vllm", "pipeline"):
+        raise ConfigError(
+            "config key 'weight_transfer' = 'nccl' needs generator=vllm and mode=pipeline (the "
+            "async engine on its own GPU); use rpc otherwise"
+        )
     if cfg.init is None and cfg.task != "addition":
         raise ConfigError(
             f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "
