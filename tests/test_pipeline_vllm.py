@@ -117,9 +117,11 @@ def test_tiny_hf_model_trains_on_the_vllm_generator(tmp_path, kind, mode):
 
     folder = recipe_helpers.build_hf_folder(kind, tmp_path / "model")
     dtype = "bfloat16" if kind == "qwen2" else "float32"
+    # the async engine also runs length control: its second phase is chained on the first
+    interrupt = {"interrupt_range": [2, 4], "interrupt_text": "</think>", "max_new_tokens": 16}
     cfg = recipe_helpers.hf_cfg(
         folder, generator="vllm", mode=mode, max_lag=2, dtype=dtype, steps=4, eval_every=4,
-        checkpoint_every=4, micro_batch_size=5,
+        checkpoint_every=4, micro_batch_size=5, **(interrupt if mode == "pipeline" else {}),
     )  # fmt: skip
     config_file = tmp_path / "cfg.yaml"
     config_file.write_text(C.to_yaml(cfg))
@@ -133,6 +135,8 @@ def test_tiny_hf_model_trains_on_the_vllm_generator(tmp_path, kind, mode):
     train = train_rows(tmp_path / "run")
     assert [r["step"] for r in train] == [1, 2, 3, 4]
     assert sum(r["updated"] for r in train) >= 3
+    if mode == "pipeline":
+        assert all(r["interrupted_fraction"] > 0 for r in train)
     fresh = [r["fresh_logprob_mismatch"] for r in train if r["fresh_logprob_mismatch"] is not None]
     print(f"{kind} {mode} ({dtype}): fresh mismatch {fresh}, rho_mean "
           f"{[r['rho_mean'] for r in train]}")  # fmt: skip
