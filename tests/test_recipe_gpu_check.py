@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 
@@ -16,6 +18,7 @@ def test_gpu_check_script_parses():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
 
 
+@pytest.mark.slow  # 12 s idle, ~40 s under load
 def test_gpu_check_cpu_fallback_writes_the_report(tmp_path):
     env = {**os.environ, "PY": sys.executable, "GPU_CHECK_SKIP_TESTS": "1"}
     proc = subprocess.run(

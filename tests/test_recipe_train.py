@@ -21,6 +21,7 @@ def tiny_cfg(init, **extra):
     return recipe_helpers.tiny_cfg(init, **{"steps": 6, "eval_every": 3, **extra})
 
 
+@pytest.mark.slow  # ~40 s on an idle 2-core machine (a 200-step warm-up, so that it trains)
 def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(
