@@ -1,9 +1,11 @@
 """A minimal ScaleRL reference trainer (torch + transformers): ``python -m recipe.train``.
 
-Modules, one job each: ``config`` (the config dataclass, YAML + ``--set``), ``task`` (addition
-prompts, verifier, split), ``model`` (tiny Llama, tokenizer, FP32 head, warm-up), ``generate``
-(generation interface, torch sampler), ``loss`` (CISPO/DAPO/GRPO/GSPO, aggregation),
-``advantages`` (group baseline, normalization, zero-variance filter), ``curriculum`` (prompt pool,
-no-positive-resampling), ``train`` (the loop). The trainer does not import ``rlcurves``; rlcurves
-reads its ``log.jsonl`` as a file format.
+Modules, one job each: ``config`` (the config dataclass, YAML + ``--set``), ``tasks`` (the Task
+plug-in: addition, GSM8K-format math, user tasks), ``task`` (addition prompts, verifier, split),
+``forward`` (device, precision, FP32 head, chunked log-probs), ``model`` (tiny Llama, tokenizer,
+warm-up, HF folders), ``generate`` (generation interface, torch sampler), ``length_control``,
+``run`` and ``cli`` (plumbing and command line beside the loop), ``loss`` (CISPO/DAPO/GRPO/GSPO,
+aggregation), ``advantages`` (group baseline, normalization, zero-variance filter),
+``curriculum`` (prompt pool, no-positive-resampling), ``train`` (the loop). The trainer does not
+import ``rlcurves``; rlcurves reads its ``log.jsonl`` as a file format.
 """

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,13 @@ class ConfigError(ValueError):
     """A config value the trainer cannot run with; the message names the key and the fix."""
 
 
+# the paper's length-control text (ScaleRL, section on forced interruptions)
+INTERRUPT_TEXT = "Okay, time is up. Let me stop thinking and formulate a final answer now. </think>"
+
+
 def _f(default: Any, help: str) -> Any:
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"help": help})
     return field(default=default, metadata={"help": help})
 
 
@@ -42,6 +49,16 @@ class Config:
     max_lag: int = _f(8, "k of PipelineRL-k / PPO-off-policy-k (unused in sync mode)")
     seed: int = _f(0, "seed of data split, model init, sampling")
     # --- task and data ---
+    task: str = _f(
+        "addition",
+        "addition | gsm8k | a user task 'my_module:MyTask' or 'path/to/file.py:MyTask' "
+        "(recipe/tasks)",
+    )
+    task_data: str | None = _f(None, "gsm8k: training problems, a local .jsonl or .parquet file")
+    task_val_data: str | None = _f(
+        None, "gsm8k: validation file; null = hold out val_prompts problems of task_data"
+    )
+    chat_template: bool = _f(False, "wrap each prompt in the tokenizer's chat template")
     digits: int = _f(3, "digits per operand of the addition task")
     train_prompts: int = _f(20000, "training pool size")
     val_prompts: int = _f(500, "held-out validation prompts (iid, disjoint from training)")
@@ -57,18 +74,48 @@ class Config:
     warmup_target: float | None = _f(
         None, "stop the warm-up once its sampled pass rate reaches this; null = run all steps"
     )
-    dtype: str = _f("float32", "parameter/compute dtype of the model body: float32 | bfloat16")
+    dtype: str = _f(
+        "float32",
+        "compute dtype of the model body: float32 | bfloat16 (autocast; weights, gradients and "
+        "AdamW state stay FP32)",
+    )
+    device: str = _f("auto", "trainer device: auto (cuda when available) | cpu | cuda | cuda:N")
+    micro_batch_size: int | None = _f(
+        None, "completions per forward/backward pass (gradients accumulate); null = all at once"
+    )
+    logprob_chunk: int = _f(1024, "tokens per LM-head chunk when computing log-probs")
+    gradient_checkpointing: bool = _f(False, "recompute the body's activations in backward")
     # --- RL loop ---
     steps: int = _f(1000, "RL steps (optimizer updates)")
     prompts_per_step: int = _f(32, "prompts per batch")
     generations: int = _f(16, "completions per prompt")
     max_new_tokens: int = _f(5, "generation length limit (answer digits + EOS)")
+    interrupt_range: list[int] | None = _f(  # noqa: RUF009  (None)
+        None,
+        "length control [lo, hi]: force interrupt_text after a random number of tokens in "
+        "[lo, hi], then let the model answer; null = off",
+    )
+    interrupt_text: str = _f(
+        INTERRUPT_TEXT, "text forced at the interruption point (the paper's, by default)"
+    )
     temperature: float = _f(1.0, "sampling temperature (also used for trainer log-probs)")
     lr: float = _f(3e-4, "AdamW learning rate (constant after warm-up)")
     lr_warmup_steps: int = _f(10, "linear learning-rate warm-up steps")
     weight_decay: float = _f(0.01, "AdamW weight decay (paper: 0.01)")
     adam_eps: float = _f(1e-8, "AdamW epsilon (paper 1e-15 at 8B scale)")
     grad_clip: float = _f(1.0, "global gradient-norm clip; 0 = off")
+    # --- vLLM engine (generator: vllm) ---
+    gpu_memory_utilization: float | None = _f(
+        None,
+        "vLLM's share of GPU memory; null = 0.3 when trainer and engine share a GPU, else "
+        "vLLM's default",
+    )
+    enforce_eager: bool = _f(True, "vLLM without CUDA graphs (true on CPU; false on GPU is faster)")
+    weight_transfer: str = _f(
+        "rpc",
+        "vLLM weight push: rpc (bytes through collective_rpc; CPU or one GPU) | nccl (vLLM's "
+        "native NCCL transfer; engine on its own GPU)",
+    )
     # --- evaluation, checkpoints, accounting ---
     eval_every: int = _f(25, "evaluate every N steps (and at step 0 and the last step)")
     checkpoint_every: int = _f(50, "checkpoint every N steps (and at the last step)")
@@ -85,12 +132,13 @@ CHOICES = {
     "generator": ("torch", "vllm"),
     "mode": ("sync", "pipeline", "ppo-off-policy"),
     "dtype": ("float32", "bfloat16"),
+    "weight_transfer": ("rpc", "nccl"),
 }
 POSITIVE = (
     "eps_max", "max_lag", "digits", "train_prompts", "val_prompts", "val_samples_per_prompt",
     "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
     "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
-    "devices", "threads",
+    "devices", "threads", "micro_batch_size", "logprob_chunk",
 )  # fmt: skip
 NON_NEGATIVE = (
     "eps_low", "eps_high", "warmup_sft_steps", "warmup_mix", "lr_warmup_steps", "weight_decay",
@@ -102,7 +150,9 @@ FIELDS = {f.name: f for f in dataclasses.fields(Config)}
 def _type_of(name: str) -> tuple[type, bool]:
     """(base type, whether None is allowed) from the field's annotation string."""
     ann = str(FIELDS[name].type)
-    base = {"str": str, "int": int, "float": float, "bool": bool}[ann.split(" |")[0]]
+    base = {"str": str, "int": int, "float": float, "bool": bool, "list[int]": list}[
+        ann.split(" |")[0]
+    ]
     return base, "None" in ann
 
 
@@ -122,6 +172,9 @@ def _coerce(name: str, value: Any) -> Any:
         return value
     if base is str and isinstance(value, str):
         return value
+    if base is list and isinstance(value, (list, tuple)):
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return list(value)
     raise ConfigError(
         f"config key {name!r} must be {base.__name__}{' or null' if nullable else ''}, "
         f"got {value!r}"
@@ -145,7 +198,7 @@ def validate(cfg: Config) -> Config:
                 f"config key {name!r} = {value!r} is not allowed; choose one of {list(allowed)}"
             )
     for name in POSITIVE:
-        if getattr(cfg, name) <= 0:
+        if getattr(cfg, name) is not None and getattr(cfg, name) <= 0:
             raise ConfigError(f"config key {name!r} must be > 0, got {getattr(cfg, name)!r}")
     for name in NON_NEGATIVE:
         value = getattr(cfg, name)
@@ -164,7 +217,38 @@ def validate(cfg: Config) -> Config:
         raise ConfigError(f"config key 'warmup_mix' must be in [0, 1], got {cfg.warmup_mix!r}")
     if cfg.hidden % cfg.heads:
         raise ConfigError(f"config key 'hidden' ({cfg.hidden}) must be divisible by 'heads'")
-    if cfg.max_new_tokens < cfg.digits + 2:
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", cfg.device):
+        raise ConfigError(
+            f"config key 'device' = {cfg.device!r} is not allowed; choose auto, cpu, cuda or cuda:N"
+        )
+    if cfg.interrupt_range is not None:
+        lo_hi = cfg.interrupt_range
+        if len(lo_hi) != 2 or not 0 < lo_hi[0] <= lo_hi[1] < cfg.max_new_tokens:
+            raise ConfigError(
+                f"config key 'interrupt_range' = {lo_hi!r} must be [lo, hi] with "
+                f"0 < lo <= hi < max_new_tokens ({cfg.max_new_tokens}), or null"
+            )
+    if cfg.gpu_memory_utilization is not None and not 0 < cfg.gpu_memory_utilization <= 1:
+        raise ConfigError(
+            "config key 'gpu_memory_utilization' must be in (0, 1] or null, got "
+            f"{cfg.gpu_memory_utilization!r}"
+        )
+    if cfg.weight_transfer == "nccl" and (cfg.generator, cfg.mode) != ("vllm", "pipeline"):
+        raise ConfigError(
+            "config key 'weight_transfer' = 'nccl' needs generator=vllm and mode=pipeline (the "
+            "async engine on its own GPU); use rpc otherwise"
+        )
+    if cfg.init is None and cfg.task != "addition":
+        raise ConfigError(
+            f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "
+            "the addition task's characters; point init at a Hugging Face model folder"
+        )
+    if cfg.task == "gsm8k" and cfg.task_data is None:
+        raise ConfigError(
+            "config key 'task_data' is needed with task=gsm8k: a local .jsonl or .parquet file "
+            "of {question, answer} rows"
+        )
+    if cfg.task == "addition" and cfg.max_new_tokens < cfg.digits + 2:
         raise ConfigError(
             f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"
             f"-digit answer plus EOS; use at least {cfg.digits + 2}"

@@ -1,14 +1,14 @@
-"""The generation interface and the plain torch sampler behind it (part 2 adds vLLM).
+"""The generation interface and the plain torch sampler behind it (vLLM: generate_vllm.py).
 
-A generator holds its own copy of the policy: the trainer pushes weights to it with
-:meth:`Generator.push_weights` after each update, tagging them with a policy version, and every
-sampled token records the version that produced it. In synchronous mode all tokens of a batch
-share one version; PipelineRL-k (part 2) mixes versions within a sequence.
+The trainer pushes weights to a generator with :meth:`Generator.push_weights` after each update,
+tagging them with a policy version, and every sampled token records the version that produced
+it. In synchronous mode all tokens of a batch share one version; PipelineRL-k with vLLM mixes
+versions within a sequence.
 """
 
 from __future__ import annotations
 
-import copy
+import copy as _copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 from transformers import PreTrainedModel
 
-from recipe.model import body, head_logits, left_pad, positions
+from recipe.forward import autocast, body, head_logits, left_pad, model_device, positions
 
 
 @dataclass
@@ -28,6 +28,9 @@ class Completion:
     # (FP32 when fp32_head), at the sampling temperature actually used
     versions: list[int]  # policy version that produced each token
     truncated: bool  # hit max_new_tokens without EOS
+    # [start, end) of tokens forced by length control (recipe/length_control.py), not sampled:
+    # context for later tokens, left out of the loss; None when the completion ran freely
+    forced: tuple[int, int] | None = None
 
 
 class Generator(Protocol):
@@ -50,34 +53,59 @@ class Generator(Protocol):
 
 
 class TorchGenerator:
-    """A batched, KV-cached sampler on a private copy of a Hugging Face causal LM.
+    """A batched, KV-cached sampler over a Hugging Face causal LM, on the model's device.
 
     Parameters
     ----------
     model : PreTrainedModel
-        The policy; it is deep-copied, so later trainer updates reach the sampler only through
-        :meth:`push_weights`.
-    eos_id, pad_id : int
-        End-of-sequence and padding token ids.
+        The policy (FP32 master weights).
+    eos_ids : sequence of int
+        Every token id that ends a completion (instruct models have several).
+    pad_id : int
+        Padding id (masked out; any existing id).
     fp32_head : bool
-        Compute sampling logits with the FP32 LM head.
+        Compute sampling logits with the FP32 LM head (:func:`recipe.forward.head_logits`).
     seed : int
-        Seed of the sampler's private random generator.
+        Seed of the sampler's private random generator (on the model's device).
+    dtype : str
+        Compute dtype of the body (the trainer's ``dtype``: the same autocast as the trainer).
+    copy : bool
+        True: sample from a private copy, so later trainer updates reach the sampler only
+        through :meth:`push_weights` (needed when sampling overlaps training: PipelineRL).
+        False: sample from the trainer's own model (sync, PPO-off-policy and evaluation, where
+        generation never overlaps an update); no second copy of the weights exists.
     """
 
     def __init__(
-        self, model: PreTrainedModel, *, eos_id: int, pad_id: int, fp32_head: bool, seed: int
+        self,
+        model: PreTrainedModel,
+        *,
+        eos_ids: Sequence[int],
+        pad_id: int,
+        fp32_head: bool,
+        seed: int,
+        dtype: str = "float32",
+        copy: bool = True,
     ) -> None:
-        self.model = copy.deepcopy(model).eval()
-        self.eos_id = eos_id
+        self.model = _copy.deepcopy(model).eval() if copy else model
+        self.shared = not copy
+        self.eos_ids = list(eos_ids)
         self.pad_id = pad_id
         self.fp32_head = fp32_head
-        self.rng = torch.Generator().manual_seed(seed)
+        self.dtype = dtype
+        self.device = model_device(model)
+        self.rng = torch.Generator(device=self.device).manual_seed(seed)
         self.version = 0
 
     def push_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Load new weights (Hugging Face parameter names) and tag them with ``version``."""
-        self.model.load_state_dict(dict(state_dict))
+        """Load new weights (Hugging Face parameter names) and tag them with ``version``.
+
+        A sampler sharing the trainer's model already holds them: only the version changes.
+        """
+        own = self.model.state_dict()
+        if not (self.shared and all(state_dict[k].data_ptr() == v.data_ptr()
+                                    for k, v in own.items() if k in state_dict)):  # fmt: skip
+            self.model.load_state_dict(dict(state_dict))
         self.version = version
 
     def close(self) -> None:
@@ -97,13 +125,23 @@ class TorchGenerator:
             raise ValueError(f"temperature must be > 0 (got {temperature}); sampling only")
         from transformers import DynamicCache
 
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with autocast(self.device, self.dtype):
+                return self._sample(prompts, n, max_new_tokens, temperature, DynamicCache)
+        finally:
+            self.model.train(was_training)
+
+    def _sample(self, prompts, n, max_new_tokens, temperature, cache_cls):
         rows = [list(p) for p in prompts for _ in range(n)]
-        ids, mask = left_pad(rows, self.pad_id)
+        ids, mask = left_pad(rows, self.pad_id, self.device)
         pos = positions(mask)
-        cache = DynamicCache(config=self.model.config)
+        cache = cache_cls(config=self.model.config)
         hidden = body(self.model, ids, mask, pos, cache)[:, -1]
         batch = len(rows)
-        finished = torch.zeros(batch, dtype=torch.bool)
+        eos = torch.tensor(self.eos_ids, device=self.device)
+        finished = torch.zeros(batch, dtype=torch.bool, device=self.device)
         tokens, logps = [], []
         for t in range(max_new_tokens):
             logits = head_logits(self.model, hidden, self.fp32_head).float() / temperature
@@ -112,18 +150,20 @@ class TorchGenerator:
             tok = torch.where(finished, torch.full_like(tok, self.pad_id), tok)
             tokens.append(tok)
             logps.append(logp_all.gather(1, tok.unsqueeze(1)).squeeze(1))
-            finished |= tok == self.eos_id
+            finished |= torch.isin(tok, eos)
             if bool(finished.all()) or t == max_new_tokens - 1:
                 break
-            mask = torch.cat([mask, torch.ones(batch, 1, dtype=mask.dtype)], dim=1)
+            mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             pos = pos[:, -1:] + 1
             hidden = body(self.model, tok.unsqueeze(1), mask, pos, cache)[:, -1]
         tok_m = torch.stack(tokens, 1).tolist()
         logp_m = torch.stack(logps, 1).tolist()
+        stops = set(self.eos_ids)
         out: list[list[Completion]] = []
         for i in range(batch):
             toks, lps = tok_m[i], logp_m[i]
-            length = toks.index(self.eos_id) + 1 if self.eos_id in toks else len(toks)
+            end = next((j for j, x in enumerate(toks) if x in stops), None)
+            length = len(toks) if end is None else end + 1
             if i % n == 0:
                 out.append([])
             out[-1].append(
@@ -131,7 +171,7 @@ class TorchGenerator:
                     tokens=toks[:length],
                     logprobs=lps[:length],
                     versions=[self.version] * length,
-                    truncated=self.eos_id not in toks[:length],
+                    truncated=end is None,
                 )
             )
         return out

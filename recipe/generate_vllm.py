@@ -208,10 +208,18 @@ def engine_kwargs(
     return kwargs
 
 
-def sampling_params(n: int, max_new_tokens: int, temperature: float, *, final_only: bool = False):
+def sampling_params(
+    n: int,
+    max_new_tokens: int,
+    temperature: float,
+    *,
+    final_only: bool = False,
+    stop_token_ids: Sequence[int] = (),
+):
     """Sampling with the sampled token's log-probability (``logprobs=0``) and no detokenizing.
 
     ``final_only`` makes an async request report once, when finished, instead of every step.
+    ``stop_token_ids``: every EOS id of the model (instruct models end turns with several).
     """
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
@@ -228,6 +236,7 @@ def sampling_params(n: int, max_new_tokens: int, temperature: float, *, final_on
         logprobs=0,
         detokenize=False,
         output_kind=kind,
+        stop_token_ids=list(stop_token_ids) or None,
     )
 
 
@@ -290,10 +299,12 @@ class VLLMGenerator:
         version: int = 0,
         max_model_len: int | None = None,
         kv_cache_bytes: int | None = None,
+        stop_token_ids: Sequence[int] = (),
         **engine_overrides: Any,
     ) -> None:
         from vllm import LLM
 
+        self.stop_token_ids = list(stop_token_ids)
         self.shapes, self.omittable = hf_parameter_shapes(model_dir)
         self.dtype = DTYPES[dtype] if dtype in DTYPES else dtype
         self.version = version
@@ -327,7 +338,7 @@ class VLLMGenerator:
     ) -> list[list[Completion]]:
         """Sample ``n`` completions per prompt; returns one list of ``n`` per prompt."""
         self._check_usable()
-        params = sampling_params(n, max_new_tokens, temperature)
+        params = sampling_params(n, max_new_tokens, temperature, stop_token_ids=self.stop_token_ids)
         outs = self.llm.generate(
             [tokens_prompt(p, self.version) for p in prompts], params, use_tqdm=False
         )
@@ -420,8 +431,17 @@ class AsyncVLLMGenerator:
         version: int = 0,
         max_model_len: int | None = None,
         kv_cache_bytes: int | None = None,
+        stop_token_ids: Sequence[int] = (),
+        weight_transfer: str = "rpc",
         **engine_overrides: Any,
     ) -> None:
+        if weight_transfer not in ("rpc", "nccl"):
+            raise ValueError(f"weight_transfer must be rpc or nccl, got {weight_transfer!r}")
+        self.stop_token_ids = list(stop_token_ids)
+        self.weight_transfer = weight_transfer
+        self.nccl: NcclWeightSender | None = None
+        if weight_transfer == "nccl":
+            engine_overrides.setdefault("weight_transfer_config", {"backend": "nccl"})
         self.shapes, self.omittable = hf_parameter_shapes(model_dir)
         self.dtype = DTYPES[dtype] if dtype in DTYPES else dtype
         self.version = version
@@ -445,8 +465,10 @@ class AsyncVLLMGenerator:
         )
         try:
             self.engine = self._call(self._start(kwargs))
+            if weight_transfer == "nccl":
+                self.nccl = NcclWeightSender.connect(self, engine_overrides)
         except BaseException:
-            self._stop_loop()
+            self.close()
             raise
         self._push_lock = asyncio.Lock()
 
@@ -473,7 +495,9 @@ class AsyncVLLMGenerator:
     ) -> Future[list[Completion]]:
         """Start sampling ``n`` completions of one prompt; the future resolves when all finish."""
         self._check_usable()
-        params = sampling_params(n, max_new_tokens, temperature, final_only=True)
+        params = sampling_params(
+            n, max_new_tokens, temperature, final_only=True, stop_token_ids=self.stop_token_ids
+        )
         coro = self._generate_one(list(prompt), params)
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
@@ -524,19 +548,25 @@ class AsyncVLLMGenerator:
         self._check_usable()
         check_version(version, self.version)
         check_state_dict(state_dict, self.shapes, self.omittable)
+        if self.nccl is not None:
+            self._call(self._push(None, version, state_dict))
+            return
         packed = pack_state_dict(state_dict, self.dtype)
         self._call(self._push(packed, version))
 
-    async def _push(self, packed: list[PackedTensor], version: int) -> None:
+    async def _push(self, packed: list[PackedTensor] | None, version: int, state_dict=None):
         async with self._push_lock:
             start = time.perf_counter()
             await self.engine.pause_generation(mode="keep", clear_cache=False)
             in_flight = len(self._running)
             load_start = time.perf_counter()
             try:
-                loaded = await self.engine.collective_rpc(LOAD_METHOD, args=(packed,))
-                if loaded != [len(packed)]:
-                    raise RuntimeError(f"worker loaded {loaded} tensors, sent {len(packed)}")
+                if packed is None:  # NCCL: vLLM's native transfer, engine receives while we send
+                    await self.nccl.send(state_dict, version)
+                else:
+                    loaded = await self.engine.collective_rpc(LOAD_METHOD, args=(packed,))
+                    if loaded != [len(packed)]:
+                        raise RuntimeError(f"worker loaded {loaded} tensors, sent {len(packed)}")
             except Exception as err:
                 self.broken = err
                 # stay paused: resuming would continue on old or half-loaded weights
@@ -557,9 +587,80 @@ class AsyncVLLMGenerator:
 
     def close(self) -> None:
         """Shut the engine down and stop the event loop thread."""
+        if getattr(self, "nccl", None) is not None:
+            self.nccl = None  # the communicator goes with the engine
         engine = getattr(self, "engine", None)
         if engine is not None:
             self._loop.call_soon_threadsafe(engine.shutdown)
             self.engine = None
         if self._thread.is_alive():
             self._stop_loop()
+
+
+# --------------------------------------------------------------------------- NCCL weight transfer
+
+
+class NcclWeightSender:
+    """The trainer's end of vLLM's native NCCL weight transfer (``weight_transfer="nccl"``).
+
+    For an engine on its own GPU(s): the trainer process is NCCL rank 0, the engine's workers
+    ranks 1..n, rendezvous over a TCP store on localhost. Per push the engine (already paused by
+    :meth:`AsyncVLLMGenerator._push`) runs ``start_weight_update``, ``update_weights`` (its
+    workers receive each tensor by name, dtype and shape) while the trainer broadcasts the same
+    tensors from rank 0, then ``finish_weight_update``. Written against vLLM 0.32's
+    ``vllm.distributed.weight_transfer`` (``NCCLWeightTransferEngine``); it needs CUDA on both
+    sides and two different devices (NCCL refuses two ranks on one GPU), so the CPU test suite
+    cannot run it: ``scripts/gpu_check.sh`` is where it is exercised.
+    """
+
+    def __init__(self, generator: AsyncVLLMGenerator, group: Any) -> None:
+        self.generator = generator
+        self.group = group
+
+    @classmethod
+    def connect(cls, generator: AsyncVLLMGenerator, overrides: Mapping[str, Any]):
+        import socket
+
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+        from vllm.distributed.weight_transfer.nccl_common import trainer_init
+
+        with socket.socket() as sock:  # a free port for the rendezvous store
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        workers = int(overrides.get("tensor_parallel_size", 1)) * int(
+            overrides.get("data_parallel_size", 1)
+        )
+        info = {"master_address": "127.0.0.1", "master_port": port, "world_size": 1 + workers}
+        request = WeightTransferInitRequest(init_info={**info, "rank_offset": 1})
+        # both ends block in the rendezvous: the engine's on its loop, ours here
+        pending = asyncio.run_coroutine_threadsafe(
+            generator.engine.init_weight_transfer_engine(request), generator._loop
+        )
+        group = trainer_init(info, rank=0)
+        pending.result()
+        return cls(generator, group)
+
+    async def send(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        engine, dtype = self.generator.engine, self.generator.dtype
+        tensors = {k: v.detach().to("cuda", dtype).contiguous() for k, v in state_dict.items()}
+        info = {
+            "names": list(tensors),
+            "dtype_names": [str(t.dtype).removeprefix("torch.") for t in tensors.values()],
+            "shapes": [list(t.shape) for t in tensors.values()],
+        }
+        await engine.start_weight_update()
+        receiving = asyncio.ensure_future(
+            engine.update_weights(WeightTransferUpdateRequest(update_info=info))
+        )
+        stream = torch.cuda.current_stream()
+
+        def broadcast() -> None:
+            for t in tensors.values():
+                self.group.broadcast(t, src=0, stream=stream)
+            stream.synchronize()
+
+        await asyncio.get_running_loop().run_in_executor(None, broadcast)
+        await receiving
+        await engine.finish_weight_update()

@@ -24,33 +24,53 @@ AGGREGATIONS = ("prompt", "sample", "token")
 DEFAULT_EPS = {"dapo": (0.2, 0.26), "grpo": (0.2, 0.2), "gspo": (3e-4, 4e-4)}
 
 
+def token_weights(mask: torch.Tensor, group_ids: torch.Tensor, how: str) -> torch.Tensor:
+    """Per-token weights w with ``aggregate(per_token) = sum(w * per_token)``.
+
+    They depend only on token counts, so a batch split into micro-batches keeps the *global*
+    denominators exactly: each micro-batch's loss is ``sum(w[mb] * per_token[mb])`` and the
+    micro-batch gradients add up to the full batch's gradient, whatever the split.
+
+    ``token``: 1 / (tokens in the batch). ``sample``: 1 / (completion's tokens x completions with
+    tokens). ``prompt`` (ScaleRL): 1 / (prompt's tokens x prompts with tokens).
+    """
+    mask = (mask > 0).to(torch.float64)
+    if how == "token":
+        return mask / mask.sum().clamp(min=1)
+    lengths = mask.sum(1)
+    if how == "sample":
+        n = (lengths > 0).sum().clamp(min=1)
+        return mask / (lengths.clamp(min=1) * n).unsqueeze(1)
+    if how == "prompt":
+        _, group = torch.unique(group_ids.to(mask.device), return_inverse=True)
+        n_groups = int(group.max()) + 1 if group.numel() else 0
+        tok_cnt = torch.zeros(n_groups, dtype=mask.dtype, device=mask.device)
+        tok_cnt = tok_cnt.index_add(0, group, lengths)
+        n = (tok_cnt > 0).sum().clamp(min=1)
+        return mask / (tok_cnt[group].clamp(min=1) * n).unsqueeze(1)
+    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
+
+
 def aggregate(
-    per_token: torch.Tensor, mask: torch.Tensor, group_ids: torch.Tensor, how: str
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    group_ids: torch.Tensor,
+    how: str,
+    weights: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Average per-token losses over the batch.
 
     ``token``: all tokens of the batch together. ``sample``: each completion's tokens averaged,
     then completions averaged (GRPO). ``prompt`` (ScaleRL): each prompt's completions' tokens
     averaged over that prompt's total token count, then prompts averaged. Completions or prompts
-    without tokens are left out.
+    without tokens are left out. ``weights`` (from :func:`token_weights` of the whole batch)
+    replace the ones of this batch: the micro-batch form.
     """
-    mask = mask.to(per_token.dtype)
+    if weights is None:
+        weights = token_weights(mask, group_ids, how)
     # where(), not a product: a non-finite value on padding must not leak in as NaN
     summed = torch.where(mask > 0, per_token, torch.zeros_like(per_token))
-    if how == "token":
-        return summed.sum() / mask.sum().clamp(min=1)
-    if how == "sample":
-        lengths = mask.sum(1)
-        has = lengths > 0
-        return (summed.sum(1)[has] / lengths[has]).mean()
-    if how == "prompt":
-        _, group = torch.unique(group_ids, return_inverse=True)
-        n_groups = int(group.max()) + 1
-        tok_sum = torch.zeros(n_groups, dtype=per_token.dtype).index_add(0, group, summed.sum(1))
-        tok_cnt = torch.zeros(n_groups, dtype=per_token.dtype).index_add(0, group, mask.sum(1))
-        has = tok_cnt > 0
-        return (tok_sum[has] / tok_cnt[has]).mean()
-    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
+    return (summed * weights.to(per_token.dtype)).sum()
 
 
 def _per_token_adv(advantages: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
@@ -74,7 +94,9 @@ def _ratio_stats(rho: torch.Tensor, mask: torch.Tensor, clipped: torch.Tensor) -
     }
 
 
-def cispo_loss(logp_train, logp_gen, advantages, mask, group_ids, *, eps_max, aggregation):
+def cispo_loss(
+    logp_train, logp_gen, advantages, mask, group_ids, *, eps_max, aggregation, weights=None
+):
     """CISPO: per token -sg(min(rho, eps_max)) * A_hat * log pi_train; no lower clip.
 
     rho = pi_train / pi_gen. The truncated ratio is a constant weight (stop-gradient), so every
@@ -83,26 +105,30 @@ def cispo_loss(logp_train, logp_gen, advantages, mask, group_ids, *, eps_max, ag
     rho = torch.exp(_log_ratio(logp_train, logp_gen, mask))
     weight = torch.clamp(rho, max=eps_max).detach()
     per_token = -weight * _per_token_adv(advantages, logp_train) * logp_train
-    loss = aggregate(per_token, mask, group_ids, aggregation)
+    loss = aggregate(per_token, mask, group_ids, aggregation, weights)
     return loss, _ratio_stats(rho, mask, rho > eps_max)
 
 
 def ppo_clip_loss(
-    logp_train, logp_gen, advantages, mask, group_ids, *, eps_low, eps_high, aggregation
-):
+    logp_train, logp_gen, advantages, mask, group_ids, *, eps_low, eps_high, aggregation,
+    weights=None,
+):  # fmt: skip
     """DAPO / GRPO: per token -min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A)."""
     rho = torch.exp(_log_ratio(logp_train, logp_gen, mask))
     adv = _per_token_adv(advantages, logp_train)
     unclipped = rho * adv
     clipped = torch.clamp(rho, 1 - eps_low, 1 + eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
-    loss = aggregate(per_token, mask, group_ids, aggregation)
+    loss = aggregate(per_token, mask, group_ids, aggregation, weights)
     # the clipped branch is active (and the gradient zero) exactly here
     is_clipped = ((adv > 0) & (rho > 1 + eps_high)) | ((adv < 0) & (rho < 1 - eps_low))
     return loss, _ratio_stats(rho, mask, is_clipped)
 
 
-def gspo_loss(logp_train, logp_gen, advantages, mask, group_ids, *, eps_low, eps_high, aggregation):
+def gspo_loss(
+    logp_train, logp_gen, advantages, mask, group_ids, *, eps_low, eps_high, aggregation,
+    weights=None,
+):  # fmt: skip
     """GSPO: the PPO clip on the sequence ratio s = exp(mean_t (log pi_train - log pi_gen)).
 
     Uses GSPO's token form s_t = sg(s) * pi_train(t) / sg(pi_train(t)): its value is s and its
@@ -115,7 +141,7 @@ def gspo_loss(logp_train, logp_gen, advantages, mask, group_ids, *, eps_low, eps
     unclipped = s_tok * adv
     clipped = torch.clamp(s_tok, 1 - eps_low, 1 + eps_high) * adv
     per_token = -torch.minimum(unclipped, clipped)
-    loss = aggregate(per_token, mask, group_ids, aggregation)
+    loss = aggregate(per_token, mask, group_ids, aggregation, weights)
     s = s_tok.detach()
     is_clipped = ((adv > 0) & (s > 1 + eps_high)) | ((adv < 0) & (s < 1 - eps_low))
     return loss, _ratio_stats(s, mask, is_clipped)
@@ -133,12 +159,17 @@ def policy_loss(
     eps_max: float = 4.0,
     eps_low: float | None = None,
     eps_high: float | None = None,
+    weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict]:
-    """Dispatch to the loss named ``kind``; ``eps_low``/``eps_high`` None = that loss's default."""
+    """Dispatch to the loss named ``kind``; ``eps_low``/``eps_high`` None = that loss's default.
+
+    ``weights``: the whole batch's :func:`token_weights` rows of these completions, when this
+    call sees one micro-batch of it.
+    """
     if kind == "cispo":
         return cispo_loss(
             logp_train, logp_gen, advantages, mask, group_ids,
-            eps_max=eps_max, aggregation=aggregation,
+            eps_max=eps_max, aggregation=aggregation, weights=weights,
         )  # fmt: skip
     if kind not in DEFAULT_EPS:
         raise ValueError(f"loss must be one of {LOSSES}, got {kind!r}")
@@ -148,5 +179,5 @@ def policy_loss(
     fn = gspo_loss if kind == "gspo" else ppo_clip_loss
     return fn(
         logp_train, logp_gen, advantages, mask, group_ids,
-        eps_low=lo, eps_high=hi, aggregation=aggregation,
+        eps_low=lo, eps_high=hi, aggregation=aggregation, weights=weights,
     )  # fmt: skip

@@ -17,7 +17,6 @@ noisy sampling). The mix starts RL near 0.19 with about a third of the prompts c
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import shutil
@@ -25,7 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from tqdm import tqdm
 from transformers import (
     AutoModelForCausalLM,
@@ -36,11 +34,18 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from recipe.forward import (
+    body,
+    completion_logprobs,
+    head_logits,
+    left_pad,
+    model_device,
+    positions,
+)
 from recipe.task import Problem, easy_problems, reward, split_problems
 
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = [*"0123456789", "+", "="]
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def build_tokenizer() -> PreTrainedTokenizerFast:
@@ -97,110 +102,61 @@ def save_policy(model: PreTrainedModel, tokenizer, out: str | Path) -> Path:
     return out
 
 
-def load_policy(path: str | Path, dtype: str = "float32", fp32_head: bool = True):
+def load_policy(path: str | Path, device: str | torch.device = "cpu"):
     """Load a Hugging Face causal-LM folder (ours or a real checkpoint) and its tokenizer.
 
-    With ``fp32_head`` the output projection's weights are kept in FP32 even when the body runs
-    in ``dtype``, as the ScaleRL recipe does.
+    The weights are FP32 (the trainer's master weights; the compute dtype is an autocast setting,
+    see :mod:`recipe.forward`) on ``device``. A tokenizer without a pad token (Llama-3) gets its
+    EOS token as pad: padding is masked out everywhere, so only its id must exist.
     """
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[dtype])
-    if fp32_head:
-        model.get_output_embeddings().float()
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    tok_cfg = Path(path) / "tokenizer_config.json"
+    declared = json.loads(tok_cfg.read_text()).get("tokenizer_class") if tok_cfg.exists() else None
+    # transformers 5's AutoTokenizer rebuilds a tokenizer from the model type (Qwen2 -> its BPE
+    # pipeline) even when the folder declares the generic class; honour the declaration
+    loader = PreTrainedTokenizerFast if declared == "PreTrainedTokenizerFast" else AutoTokenizer
+    tokenizer = loader.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
 
 
-def base_model(model: PreTrainedModel) -> torch.nn.Module:
-    """The transformer body (everything before the LM head)."""
-    return getattr(model, model.base_model_prefix)
+def stop_token_ids(tokenizer, path: str | Path | None = None) -> list[int]:
+    """Every id that ends a completion: the tokenizer's EOS and the generation config's.
 
-
-def _cache_kwarg(model: PreTrainedModel) -> str:
-    # transformers 5 renamed past_key_values to cache; accept both generations of the API.
-    params = inspect.signature(base_model(model).forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
-def body(model: PreTrainedModel, input_ids, attention_mask, position_ids, cache=None):
-    """Run the transformer body; returns (last hidden states, cache)."""
-    kwargs = {_cache_kwarg(model): cache} if cache is not None else {}
-    out = base_model(model)(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        position_ids=position_ids,
-        use_cache=cache is not None,
-        **kwargs,
-    )
-    return out.last_hidden_state
-
-
-def head_logits(model: PreTrainedModel, hidden: torch.Tensor, fp32_head: bool) -> torch.Tensor:
-    """Logits from the LM head; with ``fp32_head`` from FP32 weights and FP32 hidden states.
-
-    Without it the projection runs in the model's dtype (bf16 logits carry about 3 significant
-    digits, which is what corrupts the importance ratio between generator and trainer).
+    Instruct models often end a turn with a token other than the tokenizer's EOS (Qwen2.5:
+    ``<|im_end|>`` and ``<|endoftext|>``; Llama-3: ``<|eot_id|>`` and ``<|end_of_text|>``);
+    ``generation_config.json`` lists them all.
     """
-    head = model.get_output_embeddings()
-    if fp32_head:
-        bias = None if head.bias is None else head.bias.float()
-        return F.linear(hidden.float(), head.weight.float(), bias)
-    return head(hidden.to(head.weight.dtype))
+    ids = [] if tokenizer.eos_token_id is None else [tokenizer.eos_token_id]
+    gen_cfg = Path(path) / "generation_config.json" if path is not None else None
+    if gen_cfg is not None and gen_cfg.exists():
+        eos = json.loads(gen_cfg.read_text()).get("eos_token_id")
+        for i in eos if isinstance(eos, list) else [eos]:
+            if isinstance(i, int) and i not in ids:
+                ids.append(i)
+    if not ids:
+        raise ValueError(
+            f"the tokenizer of {path} has no EOS token and generation_config.json names none; "
+            "completions could never finish"
+        )
+    return ids
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor, temperature: float):
-    """Log-probabilities of ``tokens`` and the entropy, at the sampling temperature, in FP32."""
-    logp_all = torch.log_softmax(logits.float() / temperature, dim=-1)
-    logp = logp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1)
-    return logp, entropy
-
-
-def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Left-padded id matrix and attention mask (so that every row's last token lines up)."""
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        if len(s):
-            ids[i, width - len(s) :] = torch.tensor(list(s), dtype=torch.long)
-            mask[i, width - len(s) :] = 1
-    return ids, mask
-
-
-def positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position ids that start at 0 on each row's first real token (left padding skipped)."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
-
-
-def completion_logprobs(
-    model: PreTrainedModel,
-    prompts: Sequence[Sequence[int]],
-    completions: Sequence[Sequence[int]],
-    *,
-    fp32_head: bool,
-    temperature: float,
-    pad_id: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Trainer-side log pi(token) for each completion token, with gradients.
-
-    Returns ``(logp, entropy, mask)``, each of shape (batch, longest completion); ``mask`` is 1
-    on real completion tokens.
-    """
-    p_ids, p_mask = left_pad(prompts, pad_id)
-    width = max(1, max(len(c) for c in completions))
-    c_ids = torch.full((len(completions), width), pad_id, dtype=torch.long)
-    c_mask = torch.zeros((len(completions), width), dtype=torch.long)
-    for i, c in enumerate(completions):
-        c_ids[i, : len(c)] = torch.tensor(list(c), dtype=torch.long)
-        c_mask[i, : len(c)] = 1
-    ids = torch.cat([p_ids, c_ids], dim=1)
-    mask = torch.cat([p_mask, c_mask], dim=1)
-    hidden = body(model, ids, mask, positions(mask))
-    # the hidden state at position t predicts token t + 1
-    hidden = hidden[:, p_ids.shape[1] - 1 : -1]
-    logits = head_logits(model, hidden, fp32_head)
-    logp, entropy = token_logprobs(logits, c_ids, temperature)
-    return logp, entropy, c_mask.float()
+def encode_prompts(tokenizer, texts: Sequence[str], chat_template: bool) -> list[list[int]]:
+    """Prompt ids: the raw text (with the tokenizer's own special tokens, e.g. BOS), or the user
+    turn wrapped in the tokenizer's chat template with the assistant turn opened."""
+    if not chat_template:
+        return [tokenizer(t)["input_ids"] for t in texts]
+    if getattr(tokenizer, "chat_template", None) is None:
+        raise ValueError("chat_template=true, but the tokenizer has no chat template")
+    out = []
+    for t in texts:
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True
+        )
+        out.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+    return out
 
 
 def encode(tokenizer, problems: Sequence[Problem]) -> list[list[int]]:
@@ -215,7 +171,7 @@ def sft_step_loss(model, tokenizer, problems: Sequence[Problem]) -> torch.Tensor
         tokenizer(p.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         for p in problems
     ]
-    logp, _, mask = completion_logprobs(
+    logp, mask = completion_logprobs(
         model, prompts, targets, fp32_head=True, temperature=1.0, pad_id=tokenizer.pad_token_id
     )
     return -(logp * mask).sum() / mask.sum()
@@ -237,6 +193,7 @@ def warm_up(
     target: float | None = None,
     probe_every: int = 50,
     seed: int = 0,
+    device: str | torch.device = "cpu",
 ) -> Path:
     """Build the seeded tiny model, train it on carry-free problems, save it to ``out``.
 
@@ -245,11 +202,11 @@ def warm_up(
     training stops at the first multiple of ``probe_every`` steps where the sampled pass rate on
     256 pool prompts (8 samples each) reaches ``target`` (``steps`` is then a cap): seeds reach a
     given pass rate at quite different step counts. Deterministic for a given seed and thread
-    count. Returns the folder.
+    count (on CPU; the model is built on CPU and moved to ``device``). Returns the folder.
     """
     out = Path(out)
     tokenizer = build_tokenizer()
-    model = build_model(len(tokenizer), n_layer, hidden, heads, intermediate, seed)
+    model = build_model(len(tokenizer), n_layer, hidden, heads, intermediate, seed).to(device)
     data = easy_problems(digits, steps * batch, seed + 1)
     gen = torch.Generator().manual_seed(seed + 3)
     n_hard = round(mix * batch)
@@ -276,7 +233,7 @@ def warm_up(
     # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    save_policy(model, tokenizer, tmp)
+    save_policy(model.cpu(), tokenizer, tmp)
     record = {"steps_done": done, "steps_max": steps, "mix": mix, "target": target,
               "probes": probes, "seed": seed}  # fmt: skip
     (tmp / "warmup.json").write_text(json.dumps(record, indent=1))
@@ -292,8 +249,8 @@ def sampled_pass_rate(
     from recipe.generate import TorchGenerator
 
     gen = TorchGenerator(
-        model, eos_id=tokenizer.eos_token_id, pad_id=tokenizer.pad_token_id, fp32_head=True,
-        seed=seed,
+        model, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, fp32_head=True,
+        seed=seed, copy=False,
     )  # fmt: skip
     total = 0.0
     for group, p in zip(
@@ -315,7 +272,7 @@ def greedy_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_toke
         done = [False] * len(seqs)
         outs: list[list[int]] = [[] for _ in seqs]
         for _ in range(max_new_tokens):
-            p_ids, p_mask = left_pad(seqs, tokenizer.pad_token_id)
+            p_ids, p_mask = left_pad(seqs, tokenizer.pad_token_id, model_device(model))
             h = body(model, p_ids, p_mask, positions(p_mask))[:, -1]
             nxt = head_logits(model, h, True).argmax(-1).tolist()
             for i, t in enumerate(nxt):

@@ -147,9 +147,24 @@ def _push(generator, state_dict: Mapping[str, torch.Tensor], version: int) -> No
         ) from err
 
 
-def _clone(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    # the optimizer updates parameters in place: a parked push must not see later steps
-    return {k: v.detach().clone() for k, v in state_dict.items()}
+class WeightBuffer:
+    """One parked copy of the weights, allocated at the first push and overwritten in place.
+
+    The optimizer updates parameters in place, so a push parked for the torch sampler (which
+    loads it between ``generate`` calls) must not see later steps; copying into the same buffer
+    every time costs no allocation per push (one extra copy of the weights in all).
+    """
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] | None = None
+
+    def put(self, state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        if self.tensors is None or self.tensors.keys() != state_dict.keys():
+            self.tensors = {k: v.detach().clone() for k, v in state_dict.items()}
+        else:
+            for k, v in state_dict.items():
+                self.tensors[k].copy_(v.detach())
+        return self.tensors
 
 
 class OffPolicyRollouts:
@@ -205,8 +220,18 @@ class OffPolicyRollouts:
         return self.buffer.popleft()
 
     def push(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Park the new weights; they reach the generator before the next round."""
-        self.pending = (_clone(state_dict), version)
+        """Park the new weights; they reach the generator before the next round.
+
+        No copy: the trainer changes the weights only after the next :meth:`next_batch`, which
+        loads them first.
+        """
+        self.pending = (state_dict, version)
+
+    def sync(self) -> None:
+        """Load parked weights now (before an evaluation on the generator engine)."""
+        if self.pending is not None:
+            _push(self.generator, *self.pending)
+            self.pending = None
 
     def hold(self) -> None:
         """Nothing runs in the background."""
@@ -236,6 +261,7 @@ class PipelineRollouts:
         self.first_step = first_step
         self.version = version  # latest version the trainer published
         self.pending: tuple[dict, int] | None = None  # torch generator: next load
+        self.parked = WeightBuffer()
         self.held = False
         self.stopping = False
         self.cond = threading.Condition()
@@ -259,6 +285,8 @@ class PipelineRollouts:
                     if self.stopping:
                         return
                     pending, self.pending = self.pending, None
+                    if pending is not None:  # under the lock: push() cannot overwrite it now
+                        _push(self.generator, *pending)
                 idx = self.pool.next_batch(self.cfg.prompts_per_step)  # a SharedPool
                 prompts = [self.prompt_ids[i] for i in idx]
                 kw = {"max_new_tokens": self.cfg.max_new_tokens,
@@ -267,8 +295,6 @@ class PipelineRollouts:
                     futures = [self._submit(p, kw) for p in prompts]
                     self.batches.put(Batch(idx, futures=futures))
                     continue
-                if pending is not None:
-                    _push(self.generator, *pending)
                 self.generator_idle.busy()
                 try:
                     groups = self.generator.generate(prompts, self.cfg.generations, **kw)
@@ -326,10 +352,12 @@ class PipelineRollouts:
                 self.version = version
                 self.cond.notify_all()
             return
-        sd = _clone(state_dict)
         with self.cond:
-            self.pending, self.version = (sd, version), version
+            self.pending, self.version = (self.parked.put(state_dict), version), version
             self.cond.notify_all()
+
+    def sync(self) -> None:
+        """Nothing to do: vLLM holds every pushed version; the torch sampler is not evaluated."""
 
     def hold(self) -> None:
         """Start no new batches (during evaluation)."""

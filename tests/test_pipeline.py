@@ -14,6 +14,7 @@ import pytest
 import recipe_helpers
 import torch
 
+from recipe import cli
 from recipe import config as C
 from recipe import train as T
 from recipe.curriculum import PromptPool
@@ -218,14 +219,14 @@ def test_a_dying_generator_stops_the_run_cleanly_and_it_resumes(
     config_file.write_text(C.to_yaml(cfg))
     out = tmp_path / "run"
     with pytest.raises(SystemExit, match=r"generator failed: MemoryError(.|\n)*--resume"):
-        T.main(["--config", str(config_file), "--out", str(out)])
+        cli.main(["--config", str(config_file), "--out", str(out)])
     rows = recipe_helpers.read_log(out / "log.jsonl")  # every line still parses
     steps = [r["step"] for r in rows if r["kind"] == "train"]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) < cfg.steps
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] >= 2
 
     monkeypatch.setattr(TorchGenerator, "generate", real)
-    T.main(["--config", str(config_file), "--out", str(out), "--resume"])
+    cli.main(["--config", str(config_file), "--out", str(out), "--resume"])
     rows = recipe_helpers.read_log(out / "log.jsonl")
     keys = [(r["kind"], r["step"]) for r in rows]
     assert len(keys) == len(set(keys))

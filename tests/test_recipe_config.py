@@ -97,3 +97,21 @@ def test_regression_inert_leave_one_out_switches_are_named():
     assert len(notes) == 1 and "0.96 epochs" in notes[0]
     acting = [*off, "train_prompts=2000", "fp32_head=false", "dtype=bfloat16"]
     assert C.inert_settings(C.load(CPU_DEMO, acting)) == []
+
+
+def test_issue14_settings_are_validated():
+    ok = C.from_dict({"device": "cuda:1", "micro_batch_size": 8, "interrupt_range": [2, 3],
+                      "max_new_tokens": 9, "gpu_memory_utilization": 0.4})  # fmt: skip
+    assert ok.interrupt_range == [2, 3] and ok.micro_batch_size == 8
+    for bad, key in [
+        ({"device": "tpu"}, "device"),
+        ({"micro_batch_size": 0}, "micro_batch_size"),
+        ({"interrupt_range": [3, 2], "max_new_tokens": 9}, "interrupt_range"),
+        ({"interrupt_range": [2, 9], "max_new_tokens": 9}, "interrupt_range"),
+        ({"interrupt_range": [1.5, 2]}, "interrupt_range"),
+        ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+        ({"weight_transfer": "nccl"}, "weight_transfer"),
+        ({"weight_transfer": "tcp"}, "weight_transfer"),
+    ]:
+        with pytest.raises(ConfigError, match=key):
+            C.from_dict(bad)

@@ -8,6 +8,7 @@ import pytest
 import recipe_helpers
 import torch
 
+from recipe import cli
 from recipe import config as C
 from recipe import train as T
 from recipe.config import ConfigError
@@ -20,6 +21,7 @@ def tiny_cfg(init, **extra):
     return recipe_helpers.tiny_cfg(init, **{"steps": 6, "eval_every": 3, **extra})
 
 
+@pytest.mark.slow  # ~40 s on an idle 2-core machine (a 200-step warm-up, so that it trains)
 def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.run(
@@ -37,6 +39,13 @@ def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
     assert [r["step"] for r in evals] == [0, 6, 12]
     hours = [r["gpu_hours"] for r in rows]
     assert hours == sorted(hours) and hours[0] == 0 and hours[-1] > 0
+    # it trains: most steps keep prompts with signal and take an update that moves the weights
+    # (issue 14: the former smoke config updated on 1 step of 12)
+    assert sum(r["updated"] and r["prompts_filtered"] < 8 for r in train) >= 9
+    from safetensors.torch import load_file
+
+    init, final = (load_file(out / d / "model.safetensors") for d in ("init", "final"))
+    assert sum(not torch.equal(init[k], final[k]) for k in init) > len(init) // 2
     for r in train:
         assert r["samples"] == 64 and r["tokens"] >= 64
         assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600)
@@ -123,15 +132,15 @@ def test_existing_log_needs_resume(tmp_path, init_dir):
 def test_resume_refuses_a_changed_recipe(tmp_path, init_dir):
     cfg = tiny_cfg(init_dir, steps=2)
     T.run(cfg, tmp_path)
-    args = T.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "loss=dapo"])
+    args = cli.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "loss=dapo"])
     with pytest.raises(ConfigError, match="loss"):
-        T.resolve_config(args)
-    args = T.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "steps=4"])
-    assert T.resolve_config(args).steps == 4
+        cli.resolve_config(args)
+    args = cli.build_parser().parse_args(["--out", str(tmp_path), "--resume", "--set", "steps=4"])
+    assert cli.resolve_config(args).steps == 4
 
 
 def test_help_documents_every_switch():
-    text = T.build_parser().format_help()
+    text = cli.build_parser().format_help()
     for name in C.FIELDS:
         assert name in text
     for flag in ("--config", "--out", "--set", "--resume", "--stop-after"):
@@ -140,7 +149,7 @@ def test_help_documents_every_switch():
 
 def test_bad_config_exits_with_the_key(tmp_path):
     with pytest.raises(SystemExit, match="'aggregation'"):
-        T.main(["--out", str(tmp_path), "--set", "aggregation=median"])
+        cli.main(["--out", str(tmp_path), "--set", "aggregation=median"])
 
 
 @pytest.mark.parametrize(

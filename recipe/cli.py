@@ -1,0 +1,107 @@
+"""The trainer's command line: ``python -m recipe.train`` (or ``python -m recipe.cli``).
+
+Config resolution (``--config`` + ``--set``), the check that ``--resume`` continues the same
+run, and the exit messages. The loop itself is :func:`recipe.train.run`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+from recipe import config as config_mod
+from recipe.config import Config, ConfigError
+from recipe.pipeline import GeneratorFailed
+from recipe.run import RESUMABLE
+from recipe.tasks import TaskError
+
+
+def _epilog() -> str:
+    lines = [
+        "log.jsonl: kind=train rows (step, gpu_hours, wall_seconds, samples, tokens, train_reward,",
+        "  loss, entropy, clip_fraction, rho_mean, rho_max, truncation_fraction, prompts_filtered,",
+        "  pool_size, skipped_update, grad_norm, lr, lag_min, lag_mean, lag_max (policy versions",
+        "  between the trainer and the batch's tokens), mixed_version_samples,",
+        "  fresh_logprob_mismatch (max |log pi_train - log pi_gen| over completions wholly",
+        "  sampled by the trainer's own version),",
+        "  generator_idle_fraction, trainer_idle_fraction, samples_total, tokens_total,",
+        "  updated (the optimizer stepped), interrupted_fraction (length control)) and",
+        "  kind=eval rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
+        "  val_samples_per_prompt).",
+        "  Rewards come from the task (addition, gsm8k: 0/1); val_pass_rate is mean@n.",
+        "",
+        "config keys (YAML file or --set key=value; defaults in brackets):",
+    ]
+    for name, f in config_mod.FIELDS.items():
+        lines.append(f"  {name:24s} {f.metadata['help']} [{f.default}]")
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m recipe.train",
+        description="ScaleRL reference trainer (modes sync | pipeline | ppo-off-policy; "
+        "generators torch | vllm). Writes "
+        "OUT/config.yaml and OUT/log.jsonl (kind=train per step, kind=eval per evaluation).",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--config", help="YAML file of config keys (default: built-in defaults)")
+    parser.add_argument("--out", required=True, help="run folder (log, config, checkpoints)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE",
+        help="override a config key (repeatable; value parsed as YAML: 0.5, true, null)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="continue from OUT/checkpoint.pt: log rows after it are dropped, compute continues; "
+        "the config must match OUT/config.yaml except " + ", ".join(RESUMABLE),
+    )  # fmt: skip
+    parser.add_argument(
+        "--stop-after", type=int, metavar="STEP",
+        help="stop right after STEP as if killed (no final checkpoint); for testing --resume",
+    )  # fmt: skip
+    return parser
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """The run's config: from --config/--set, checked against OUT/config.yaml on --resume."""
+    saved_path = Path(args.out) / "config.yaml"
+    if args.resume and saved_path.exists():
+        saved = config_mod.load(saved_path)
+        cfg = config_mod.load(args.config or saved_path, args.set)
+        changed = [
+            k for k in config_mod.FIELDS
+            if getattr(cfg, k) != getattr(saved, k) and k not in RESUMABLE
+        ]  # fmt: skip
+        if changed:
+            raise ConfigError(
+                f"--resume with a config that differs from {saved_path} in {changed}; only "
+                f"{list(RESUMABLE)} may change (start a new --out instead)"
+            )
+        return cfg
+    return config_mod.load(args.config, args.set)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = resolve_config(args)
+    except ConfigError as err:
+        raise SystemExit(f"config error: {err}") from None
+    try:
+        from recipe.train import run
+
+        run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+    except (ConfigError, TaskError) as err:
+        raise SystemExit(f"config error: {err}") from None
+    except GeneratorFailed as err:
+        raise SystemExit(
+            f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "
+            "fix the cause and continue with --resume"
+        ) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,193 @@
+"""The plumbing beside the step loop: policy and task setup, engines, rollout sources, the log,
+checkpoints and resume. ``recipe/train.py`` reads top to bottom because all of this lives here.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from recipe.config import Config
+from recipe.forward import resolve_device
+from recipe.generate import TorchGenerator
+from recipe.length_control import InterruptingGenerator
+from recipe.model import encode_prompts, load_policy, stop_token_ids, warm_up
+from recipe.pipeline import OffPolicyRollouts, PipelineRollouts
+from recipe.task import split_problems
+from recipe.tasks import Prompt, Task, load_task
+
+# keys that may change between a run and its --resume (they do not change what is learned;
+# micro-batching and checkpointing change float rounding only)
+RESUMABLE = (
+    "steps", "eval_every", "checkpoint_every", "threads", "device", "micro_batch_size",
+    "logprob_chunk", "gradient_checkpointing",
+)  # fmt: skip
+
+
+@dataclass
+class Setup:
+    """Everything a run starts from."""
+
+    device: torch.device
+    init: Path  # the model folder (the generator engines load it too)
+    model: torch.nn.Module
+    tokenizer: object
+    stop_ids: list[int]
+    task: Task
+    train_prompts: list[Prompt]
+    val_prompts: list[Prompt]
+    train_ids: list[list[int]]
+    val_ids: list[list[int]]
+
+
+def setup(cfg: Config, out: Path) -> Setup:
+    """Task, model (warmed up in ``out/init`` when no ``init`` is given), tokenizer, prompt ids."""
+    device = resolve_device(cfg.device)
+    task = load_task(cfg)
+    init = Path(cfg.init) if cfg.init is not None else out / "init"
+    if cfg.init is None and not (init / "config.json").exists():
+        # the built model is the addition task's character-level one
+        pool, _ = split_problems(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
+        warm_up(
+            init, digits=cfg.digits, n_layer=cfg.n_layer, hidden=cfg.hidden, heads=cfg.heads,
+            intermediate=cfg.intermediate, steps=cfg.warmup_sft_steps, mix=cfg.warmup_mix,
+            pool=pool, target=cfg.warmup_target, seed=cfg.seed, device=device,
+        )  # fmt: skip
+    model, tokenizer = load_policy(init, device)
+    if cfg.gradient_checkpointing:
+        no_reentrant = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=no_reentrant)
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=no_reentrant)
+    train_prompts, val_prompts = task.train_prompts(), task.val_prompts()
+    return Setup(
+        device=device, init=init, model=model, tokenizer=tokenizer,
+        stop_ids=stop_token_ids(tokenizer, init), task=task, train_prompts=train_prompts,
+        val_prompts=val_prompts,
+        train_ids=encode_prompts(tokenizer, [p.text for p in train_prompts], cfg.chat_template),
+        val_ids=encode_prompts(tokenizer, [p.text for p in val_prompts], cfg.chat_template),
+    )  # fmt: skip
+
+
+def make_optimizer(cfg: Config, model) -> torch.optim.Optimizer:
+    """AdamW over the FP32 master weights (so its moments are FP32 too)."""
+    return torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.999), eps=cfg.adam_eps,
+        weight_decay=cfg.weight_decay,
+    )  # fmt: skip
+
+
+def with_length_control(cfg: Config, generator, tokenizer, seed: int):
+    if cfg.interrupt_range is None:
+        return generator
+    text_ids = tokenizer(cfg.interrupt_text, add_special_tokens=False)["input_ids"]
+    lo, hi = cfg.interrupt_range
+    return InterruptingGenerator(generator, text_ids, lo, hi, seed)
+
+
+def vllm_overrides(cfg: Config, device: torch.device) -> dict:
+    """Engine settings from the config: memory share, CUDA graphs, weight transfer."""
+    overrides: dict = {"enforce_eager": cfg.enforce_eager}
+    share = cfg.gpu_memory_utilization
+    if share is None and device.type == "cuda" and cfg.weight_transfer == "rpc":
+        share = 0.3  # trainer and engine on one GPU: leave the trainer most of it
+    if share is not None:
+        overrides["gpu_memory_utilization"] = share
+    return overrides
+
+
+def make_generators(cfg: Config, s: Setup, max_model_len: int):
+    """(rollout generator, evaluator): the torch sampler or a vLLM engine on ``s.init``.
+
+    The torch sampler shares the trainer's model in sync and PPO-off-policy modes (generation
+    never overlaps an update there) and holds its own copy for PipelineRL. Evaluation runs on
+    the trainer's model (torch) or through the rollout engine itself (vLLM: no second engine).
+    """
+    evaluator = TorchGenerator(
+        s.model, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id, fp32_head=cfg.fp32_head,
+        seed=cfg.seed + 2, dtype=cfg.dtype, copy=False,
+    )  # fmt: skip
+    if cfg.generator == "torch":
+        generator = TorchGenerator(
+            s.model, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id,
+            fp32_head=cfg.fp32_head, seed=cfg.seed + 1, dtype=cfg.dtype,
+            copy=cfg.mode == "pipeline",
+        )  # fmt: skip
+    else:
+        # imported here: vllm is optional (and starts engine processes: callers need a main guard)
+        from recipe.generate_vllm import AsyncVLLMGenerator, VLLMGenerator
+
+        engine = AsyncVLLMGenerator if cfg.mode == "pipeline" else VLLMGenerator
+        extra = {"weight_transfer": cfg.weight_transfer} if cfg.mode == "pipeline" else {}
+        generator = engine(
+            s.init, fp32_head=cfg.fp32_head, dtype=cfg.dtype, seed=cfg.seed + 1,
+            max_model_len=max_model_len, stop_token_ids=s.stop_ids,
+            **extra, **vllm_overrides(cfg, s.device),
+        )  # fmt: skip
+        evaluator = generator
+    generator = with_length_control(cfg, generator, s.tokenizer, cfg.seed + 3)
+    evaluator = (
+        generator if cfg.generator == "vllm"
+        else with_length_control(cfg, evaluator, s.tokenizer, cfg.seed + 4)
+    )  # fmt: skip
+    return generator, evaluator
+
+
+def make_rollouts(cfg: Config, generator, pool, prompt_ids, first_step: int):
+    """The rollout source of ``cfg.mode`` (recipe/pipeline.py)."""
+    if cfg.mode == "pipeline":
+        return PipelineRollouts(
+            generator, pool, prompt_ids, cfg, cfg.max_lag,
+            first_step=first_step, version=first_step - 1,
+        )  # fmt: skip
+    k = cfg.max_lag if cfg.mode == "ppo-off-policy" else 1
+    return OffPolicyRollouts(generator, pool, prompt_ids, cfg, k)
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    """Write atomically: a kill mid-save leaves the previous checkpoint intact."""
+    tmp = path.with_suffix(".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: Path) -> dict:
+    """On CPU: ``load_state_dict`` moves model and AdamW state to the parameters' device."""
+    return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def _finite(x: float | None) -> float | None:
+    """JSON has no NaN/inf: non-finite numbers are logged as null."""
+    return x if x is not None and math.isfinite(x) else None
+
+
+class Log:
+    """``log.jsonl``: one JSON object per line, flushed per row; truncated to a checkpoint's
+    length on resume (rows written after the checkpoint are dropped)."""
+
+    def __init__(self, path: Path, keep_bytes: int | None) -> None:
+        if keep_bytes is not None:
+            with open(path, "r+b") as f:
+                f.truncate(keep_bytes)
+        elif path.exists():
+            path.unlink()  # a fresh start (or --resume without a checkpoint): start over
+        self.file = open(path, "ab")
+
+    def write(self, row: dict) -> None:
+        clean = {k: _finite(v) if isinstance(v, float) else v for k, v in row.items()}
+        self.file.write((json.dumps(clean) + "\n").encode())
+        self.file.flush()
+
+    def sync(self) -> int:
+        """Flush to disk; returns the byte length (what a checkpoint records)."""
+        os.fsync(self.file.fileno())
+        return self.file.tell()
+
+    def close(self) -> None:
+        self.file.close()
