@@ -29,6 +29,8 @@ N_B, N_M = LOG_B_TIMES_SPAN.size, UNIT_M.size
 GRID_TOP_SINGLE = 8  # grid minima a single fit considers
 
 _jit = njit(cache=True, nogil=True, error_model="numpy")
+# lets LLVM vectorize the grid's loops (reassociated sums); infinities and NaN keep their meaning
+_VECTOR_MATH = {"reassoc", "contract", "arcp", "nsz"}
 
 
 @_jit
@@ -98,7 +100,10 @@ def linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd):
 def projected(x, y, w, lb, m, fixed_r0, r0, bnd, s, r):
     """Weighted residuals ``r`` (filled in place) at the exact linear optimum for ``theta``.
 
-    ``s`` is a work buffer of the points' size. Returns ``(cost, A, R0)``.
+    ``s`` is a work buffer of the points' size. Returns ``(cost, A, R0)``. The unconstrained
+    optimum is solved from centred moments (``R0 + g s`` with ``g = cov(s, y) / var(s)``): where
+    the data see only a sliver of the curve, A and R0 run to huge values of opposite sign and the
+    raw moments lose every digit to cancellation; the centred ones keep them.
     """
     B = math.exp(lb)
     sw = svv = svy = tw = ty = 0.0
@@ -111,10 +116,32 @@ def projected(x, y, w, lb, m, fixed_r0, r0, bnd, s, r):
         svy += w2 * si * y[i]
         tw += w2
         ty += w2 * y[i]
-    A, R0, _ = linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd)
+    gain = math.nan
+    if fixed_r0:
+        A, R0, _ = linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd)
+    else:
+        s_mean, y_mean = sw / tw, ty / tw
+        svc = syc = 0.0
+        for i in range(x.size):
+            w2 = w[i] * w[i]
+            ds = s[i] - s_mean
+            svc += w2 * ds * ds
+            syc += w2 * ds * (y[i] - y_mean)
+        suu = tw - 2 * sw + svv
+        if tw * svc > 1e-12 * suu * svv + _TINY:
+            gain = syc / svc
+            R0 = y_mean - gain * s_mean
+            A = R0 + gain
+        else:
+            A = R0 = y_mean
+        if not (bnd[0] <= A <= bnd[1] and bnd[2] <= R0 <= bnd[3]):
+            gain = math.nan  # a bound is active: the edges of the box decide
+            A, R0, _ = linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd)
+    if math.isnan(gain):
+        gain = A - R0
     cost = 0.0
     for i in range(x.size):
-        ri = w[i] * (y[i] - (R0 + (A - R0) * s[i]))
+        ri = w[i] * (y[i] - (R0 + gain * s[i]))
         r[i] = ri
         cost += ri * ri
     return cost, A, R0
@@ -139,7 +166,7 @@ def theta_box(x, w, use_weights):
     return math.log(1e-2 / span), x_lo - 5 * span, math.log(1e3 / span), x_hi + 5 * span
 
 
-@_jit
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
 def grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss):
     """Projected RSS on the (log B, m) grid, filled into ``rss`` (N_B, N_M); inf where undefined.
 
@@ -157,7 +184,11 @@ def grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss):
         yy += w2 * y[i] * y[i]
     x0 = 0.5 * (m_grid[0] + m_grid[n_m - 1])
     e_x = np.empty(n)
-    e_m = np.empty(n_m)
+    w2 = np.empty(n)
+    w2y = np.empty(n)
+    for i in range(n):
+        w2[i] = w[i] * w[i]
+        w2y[i] = w2[i] * y[i]
     sw = np.empty(n_m)
     svv = np.empty(n_m)
     svy = np.empty(n_m)
@@ -166,19 +197,14 @@ def grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss):
         for i in range(n):
             e_x[i] = math.exp(B * (x0 - x[i]))
         for j in range(n_m):
-            e_m[j] = math.exp(B * (m_grid[j] - x0))
-            sw[j] = 0.0
-            svv[j] = 0.0
-            svy[j] = 0.0
-        for i in range(n):
-            w2 = w[i] * w[i]
-            w2y = w2 * y[i]
-            ex = e_x[i]
-            for j in range(n_m):
-                si = 1.0 / (1.0 + e_m[j] * ex)
-                sw[j] += w2 * si
-                svv[j] += w2 * si * si
-                svy[j] += w2y * si
+            e_m = math.exp(B * (m_grid[j] - x0))
+            a0 = a1 = a2 = 0.0
+            for i in range(n):
+                si = 1.0 / (1.0 + e_m * e_x[i])
+                a0 += w2[i] * si
+                a1 += w2[i] * si * si
+                a2 += w2y[i] * si
+            sw[j], svv[j], svy[j] = a0, a1, a2
         for j in range(n_m):
             _, _, q = linear_from_moments(sw[j], svv[j], svy[j], tw, ty, fixed_r0, r0, bnd)
             v = q + yy
@@ -341,29 +367,45 @@ def _curve_cost(x, y, w, A, R0, lb, m, s, r):
 @_jit
 def _normal_equations(x, w, A, R0, lb, m, fixed_r0, s, r, JtJ, Jtr):
     """``J^T J`` and ``J^T r`` of the weighted curve in (A, [R0,] log B, m); returns p."""
-    p = 3 if fixed_r0 else 4
-    for a in range(p):
-        Jtr[a] = 0.0
-        for b in range(p):
-            JtJ[a, b] = 0.0
     B = math.exp(lb)
-    col = np.empty(4)
+    # the ten products of the columns (A, R0, log B, m) and four gradients, as scalars
+    aa = ar = ab = am = rr_ = rb = rm = bb = bm = mm = 0.0
+    ga = gr = gb = gm = 0.0
     for i in range(x.size):
         si = s[i]
         wi = w[i]
         gain = (A - R0) * si * (1.0 - si) * B * wi
         dx = 0.0 if x[i] == -math.inf else x[i] - m
-        col[0] = si * wi
-        k = 1
-        if not fixed_r0:
-            col[1] = (1.0 - si) * wi
-            k = 2
-        col[k] = gain * dx
-        col[k + 1] = -gain
-        for a in range(p):
-            Jtr[a] += col[a] * r[i]
-            for b in range(a, p):
-                JtJ[a, b] += col[a] * col[b]
+        ca = si * wi
+        cr = (1.0 - si) * wi
+        cb = gain * dx
+        cm = -gain
+        ri = r[i]
+        aa += ca * ca
+        ar += ca * cr
+        ab += ca * cb
+        am += ca * cm
+        rr_ += cr * cr
+        rb += cr * cb
+        rm += cr * cm
+        bb += cb * cb
+        bm += cb * cm
+        mm += cm * cm
+        ga += ca * ri
+        gr += cr * ri
+        gb += cb * ri
+        gm += cm * ri
+    if fixed_r0:
+        JtJ[0, 0], JtJ[0, 1], JtJ[0, 2] = aa, ab, am
+        JtJ[1, 1], JtJ[1, 2], JtJ[2, 2] = bb, bm, mm
+        Jtr[0], Jtr[1], Jtr[2] = ga, gb, gm
+        p = 3
+    else:
+        JtJ[0, 0], JtJ[0, 1], JtJ[0, 2], JtJ[0, 3] = aa, ar, ab, am
+        JtJ[1, 1], JtJ[1, 2], JtJ[1, 3] = rr_, rb, rm
+        JtJ[2, 2], JtJ[2, 3], JtJ[3, 3] = bb, bm, mm
+        Jtr[0], Jtr[1], Jtr[2], Jtr[3] = ga, gr, gb, gm
+        p = 4
     for a in range(p):
         for b in range(a):
             JtJ[a, b] = JtJ[b, a]
