@@ -568,6 +568,11 @@ def solve_curve(x, y, w, fixed_r0, r0, bnd, starts, n_starts, max_iter, out):
     b_lb = b_m = b_A = b_R0 = b_cost = 0.0
     b_conv, b_its = False, 0
     for t in range(n_starts):
+        repeated = False
+        for u in range(t):
+            repeated = repeated or (starts[u, 0] == starts[t, 0] and starts[u, 1] == starts[t, 1])
+        if repeated:  # the grid had fewer minima than starts: the same LM would run again
+            continue
         lb, m, A, R0, cost, conv, its = varpro_lm(
             x, y, w, fixed_r0, r0, bnd, box, starts[t, 0], starts[t, 1], max_iter, 1e-13,
             s, r, s_t, jac,
