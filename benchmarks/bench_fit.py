@@ -1,6 +1,8 @@
 """One fit of a 100-point curve: rlcurves (no start guess) against scipy curve_fit given a good
-start, lmfit's Model.fit given the same start, and the paper's grid procedure; and a sweep of many
-curves with fit_sigmoid_batch against a loop of single fits. Prints ratios, writes JSON.
+start, lmfit's Model.fit given the same start, and the paper's grid procedure; a sweep of many
+curves with fit_sigmoid_batch against a loop of single fits (on one and on two threads); and the
+start-up cost of the compiled solver: ``import rlcurves``, the first fit in a fresh process with
+an empty numba cache (compiles) and with a warm one (loads). Prints ratios, writes JSON.
 
 Run: python -m benchmarks.bench_fit [--quick]
 """
@@ -8,6 +10,11 @@ Run: python -m benchmarks.bench_fit [--quick]
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 import warnings
 
@@ -15,7 +22,10 @@ import numpy as np
 from scipy.optimize import curve_fit
 
 from rlcurves import fit_sigmoid, fit_sigmoid_batch, sigmoid
+from rlcurves.fit import resolve_bounds
 from rlcurves.lmfit_model import SigmoidModel
+from rlcurves.model import log_compute
+from rlcurves.solver import solve_single
 
 from ._common import median_time, save
 
@@ -37,6 +47,9 @@ def run(quick: bool = False) -> dict:
     repeat = 20 if quick else 200
     t_ours = median_time(lambda: fit_sigmoid(compute, reward), repeat=repeat)
     t_cf = median_time(lambda: curve_fit(f, compute, reward, p0=p0), repeat=repeat)
+    # the solver alone (what fit_sigmoid adds: validation, covariance, the result object)
+    x, ones, box = log_compute(compute), np.ones(compute.size), resolve_bounds("auto", reward, None)
+    t_solver = median_time(lambda: solve_single(x, reward, ones, None, box), repeat=repeat)
     t_lm = median_time(lambda: model.fit(reward, params, compute=compute), repeat=repeat // 4)
     ours = fit_sigmoid(compute, reward)
     cf, _ = curve_fit(f, compute, reward, p0=p0)
@@ -66,9 +79,21 @@ def run(quick: bool = False) -> dict:
     )
     c50 = np.linspace(0, 16000, 51)[1:]
     rewards = np.array([sigmoid(c50, *t) for t in truths]) + rng.normal(0, 0.01, (k, c50.size))
+    import numba
+
+    threads = numba.get_num_threads()
+    fit_sigmoid_batch(c50, rewards[:10])  # compiled (or loaded) before the clock starts
+    t_batch_threads = {}
+    for n_threads in sorted({1, threads}):
+        numba.set_num_threads(n_threads)
+        t0 = time.perf_counter()
+        table = fit_sigmoid_batch(c50, rewards)
+        t_batch_threads[n_threads] = time.perf_counter() - t0
+    numba.set_num_threads(threads)
+    t_batch = t_batch_threads[threads]
     t0 = time.perf_counter()
-    table = fit_sigmoid_batch(c50, rewards)
-    t_batch = time.perf_counter() - t0
+    fit_sigmoid_batch(c50, rewards, chunk_size=k)
+    t_batch_one_chunk = time.perf_counter() - t0
     n_loop = 200
     t0 = time.perf_counter()
     with warnings.catch_warnings():
@@ -102,14 +127,18 @@ def run(quick: bool = False) -> dict:
         np.max(np.abs(table["rss"].to_numpy()[:n_loop] - loop_rss) / np.array(loop_rss))
     )
     return {
+        "load_average_1min": os.getloadavg()[0],
         "single_fit_seconds": {
             "rlcurves": t_ours,
+            "rlcurves_solver_only": t_solver,
             "curve_fit_good_p0": t_cf,
             "lmfit_good_p0": t_lm,
             "paper_grid": t_grid,
             "rlcurves_fixed_r0": t_ours_r0,
         },
         "ratios": {
+            "rlcurves/curve_fit": t_ours / t_cf,
+            "rlcurves_solver_only/curve_fit": t_solver / t_cf,
             "curve_fit/rlcurves": t_cf / t_ours,
             "lmfit/rlcurves": t_lm / t_ours,
             "paper_grid/rlcurves_fixed_r0": t_grid / t_ours_r0,
@@ -124,6 +153,9 @@ def run(quick: bool = False) -> dict:
             "curves": k,
             "points": int(c50.size),
             "batch_seconds": t_batch,
+            "batch_seconds_by_threads": t_batch_threads,
+            "batch_seconds_one_chunk": t_batch_one_chunk,
+            "curve_fit_loop_over_batch": t_cf_loop / t_batch,
             "loop_of_fit_sigmoid_seconds_extrapolated": t_loop,
             "loop_of_curve_fit_true_p0_seconds_extrapolated": t_cf_loop,
             "max_rel_rss_diff_batch_vs_single": batch_vs_single,
@@ -133,13 +165,50 @@ def run(quick: bool = False) -> dict:
     }
 
 
+_STARTUP = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+import rlcurves
+t1 = time.perf_counter()
+c = np.linspace(0, 16000, 101)[1:]
+y = rlcurves.sigmoid(c, 0.61, 1.92, 2542.0, 0.3) + np.random.default_rng(0).normal(0, 0.01, 100)
+rlcurves.fit_sigmoid(c, y)
+t2 = time.perf_counter()
+rlcurves.fit_sigmoid_batch(c, np.tile(y, (8, 1)))
+t3 = time.perf_counter()
+print({"import": t1 - t0, "first_fit": t2 - t1, "first_batch": t3 - t2})
+"""
+
+
+def startup(repeat: int) -> dict:
+    """Fresh processes: ``import rlcurves``, then the first fit and first batch fit, with an empty
+    numba cache (cold: every kernel compiles) and then with the cache the cold run wrote (warm)."""
+
+    def child(cache_dir):
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
+        out = subprocess.run(
+            [sys.executable, "-c", _STARTUP], env=env, capture_output=True, text=True, check=True
+        )
+        return json.loads(out.stdout.strip().replace("'", '"'))
+
+    runs = {"cold": [], "warm": []}
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as cache:
+            runs["cold"].append(child(cache))
+            runs["warm"].append(child(cache))
+    return {kind: {key: [r[key] for r in rows] for key in rows[0]} for kind, rows in runs.items()}
+
+
 def report(res: dict) -> str:
     s, r, w = res["single_fit_seconds"], res["ratios"], res["sweep"]
     lines = [
         "One fit, 100 points (median wall time)",
-        f"  rlcurves (no start guess)        {s['rlcurves'] * 1e3:8.2f} ms",
-        f"  scipy curve_fit (true p0)        {s['curve_fit_good_p0'] * 1e3:8.2f} ms"
-        f"   curve_fit/rlcurves = {r['curve_fit/rlcurves']:.2f}",
+        f"  rlcurves (no start guess)        {s['rlcurves'] * 1e3:8.2f} ms"
+        f"   rlcurves/curve_fit = {r['rlcurves/curve_fit']:.2f}",
+        f"  its solver alone                 {s['rlcurves_solver_only'] * 1e3:8.2f} ms"
+        f"   solver/curve_fit = {r['rlcurves_solver_only/curve_fit']:.2f}",
+        f"  scipy curve_fit (true p0)        {s['curve_fit_good_p0'] * 1e3:8.2f} ms",
         f"  lmfit Model.fit (true p0)        {s['lmfit_good_p0'] * 1e3:8.2f} ms"
         f"   lmfit/rlcurves = {r['lmfit/rlcurves']:.2f}",
         f"  paper grid (R0 fixed)            {s['paper_grid'] * 1e3:8.0f} ms"
@@ -148,17 +217,30 @@ def report(res: dict) -> str:
         f"{res['agreement']['max_rel_param_diff_vs_curve_fit']:.1e}; paper-grid RSS / exact RSS: "
         f"{res['agreement']['paper_grid_rss_over_exact']:.4f}",
         f"Sweep of {w['curves']:,} curves x {w['points']} points",
-        f"  fit_sigmoid_batch                {w['batch_seconds']:8.2f} s",
+        f"  fit_sigmoid_batch                {w['batch_seconds']:8.2f} s"
+        f"   (by numba threads: "
+        + ", ".join(f"{n}: {t:.2f} s" for n, t in w["batch_seconds_by_threads"].items())
+        + f"; one chunk {w['batch_seconds_one_chunk']:.2f} s)",
         f"  loop of fit_sigmoid (extrap.)    "
         f"{w['loop_of_fit_sigmoid_seconds_extrapolated']:8.2f} s",
         f"  loop of curve_fit, true p0       "
-        f"{w['loop_of_curve_fit_true_p0_seconds_extrapolated']:8.2f} s",
+        f"{w['loop_of_curve_fit_true_p0_seconds_extrapolated']:8.2f} s"
+        f"   curve_fit loop / batch = {w['curve_fit_loop_over_batch']:.1f}",
         f"  batch vs single fits: max rel. RSS difference "
         f"{w['max_rel_rss_diff_batch_vs_single']:.1e}",
         f"  curve_fit reaching the optimum: heuristic p0 (max, 1, median C, min) "
         f"{w['curve_fit_heuristic_p0_success']:.0%}, default p0 (all ones) "
         f"{w['curve_fit_default_p0_success']:.0%}",
     ]
+    if "startup" in res:
+        for kind, v in res["startup"].items():
+            lines.append(
+                f"Start-up, {kind} numba cache: import rlcurves "
+                f"{min(v['import']):.2f}-{max(v['import']):.2f} s, first fit "
+                f"{min(v['first_fit']):.2f}-{max(v['first_fit']):.2f} s, first batch fit "
+                f"{min(v['first_batch']):.2f}-{max(v['first_batch']):.2f} s"
+            )
+    lines.append(f"(load average over the last minute: {res['load_average_1min']:.2f})")
     return "\n".join(lines)
 
 
@@ -167,6 +249,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     res = run(quick=args.quick)
+    res["startup"] = startup(1 if args.quick else 3)
     print(report(res))
     path = save("fit", res)
     print(f"written: {path}")

@@ -1,10 +1,13 @@
 """Uncertainty speed, side by side in one run on one 100-point curve (the paper's 8B parameters):
 
 1. 1,000 bootstrap refits: rlcurves' vectorized bootstrap (one batched solve, basin guard on)
-   against a loop of 1,000 scipy ``curve_fit`` calls warm-started at the optimum, on the same
-   resampled curves (and their agreement).
+   and the compiled batched refit alone (:func:`rlcurves.solver.warm_refit`) against a loop of
+   1,000 scipy ``curve_fit`` calls warm-started at the optimum, on the same resampled curves (and
+   their agreement).
 2. MCMC: effective samples per second (smallest over the parameters) of ``SigmoidFit.posterior``
-   against lmfit's emcee integration (``Minimizer.emcee``) with its usual settings.
+   against lmfit's emcee integration (``Minimizer.emcee``) with its usual settings; and emcee
+   called directly with the compiled log posterior (:func:`rlcurves._kernels.log_posterior`)
+   against the same sampler with the log posterior in numpy, to ESS >= 10,000.
 
 Prints ratios and writes ``benchmarks/results/uncertainty.json``.
 
@@ -24,10 +27,12 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import curve_fit
 
+from rlcurves import _kernels as K
 from rlcurves import fit_sigmoid, sigmoid
+from rlcurves.bayes import default_priors
 from rlcurves.bootstrap import bootstrap
-from rlcurves.model import log_compute
-from rlcurves.solver import solve_batch
+from rlcurves.model import fraction_of_gain, log_compute
+from rlcurves.solver import solve_batch, warm_refit
 
 RESULTS = Path(__file__).parent / "results"
 TRUTH = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
@@ -71,6 +76,10 @@ def bench_bootstrap(fit, n_boot: int, repeat: int) -> dict:
     t_boot, _ = best_of(lambda: bootstrap(fit, n_boot, guard="screen", **kw), 3 * repeat)
     t_none, _ = best_of(lambda: bootstrap(fit, n_boot, guard="none", **kw), 3 * repeat)
     t_all, _ = best_of(lambda: bootstrap(fit, n_boot, guard="all", **kw), 3 * repeat)
+    start = [fit.A, fit.R0, np.log(fit.B), np.log(fit.C_mid)]
+    x, ones = log_compute(c), np.ones_like(ys)
+    warm_refit(x, ys[:4], ones[:4], None, fit.bounds, start)  # compiled before the clock
+    t_warm, warm = best_of(lambda: warm_refit(x, ys, ones, None, fit.bounds, start), 10 * repeat)
     # agreement on the very same resamples
     sol = solve_batch(log_compute(c), ys, np.ones_like(ys), None, fit.bounds)
     ours = np.column_stack([sol.A, np.exp(sol.log_B), np.exp(sol.m), sol.R0])
@@ -83,6 +92,9 @@ def bench_bootstrap(fit, n_boot: int, repeat: int) -> dict:
         "rlcurves_bootstrap_no_guard_s": t_none,
         "rlcurves_bootstrap_full_guard_s": t_all,
         "speedup": t_loop / t_boot,
+        "compiled_warm_refit_s": t_warm,
+        "compiled_warm_refit_speedup": t_loop / t_warm,
+        "compiled_warm_refit_converged_fraction": float(warm.converged.mean()),
         "max_rel_param_difference": float(rel.max()),
         "rss_ours_le_curve_fit_fraction": float(
             np.mean(
@@ -162,6 +174,74 @@ def bench_mcmc(fit, repeat: int, lmfit_steps: int) -> dict:
     }
 
 
+def compiled_vs_numpy_emcee(fit, steps: int, burn: int, walkers: int, repeat: int) -> dict:
+    """emcee run directly on the fit's posterior (fitted noise, the default priors), with the
+    compiled log posterior and with the same posterior in numpy: same sampler, moves, seeds."""
+    import emcee
+
+    priors = default_priors(fit)
+    order = ["A", "B", "C_mid", "R0"]
+    codes = {"uniform": 0, "loguniform": 1, "normal": 2, "lognormal": 3}
+    kinds = np.array([codes[priors[p].kind] if p in priors else 0 for p in order])
+    lows = np.array([priors[p].low if p in priors else -np.inf for p in order])
+    highs = np.array([priors[p].high if p in priors else np.inf for p in order])
+    mus = np.array([priors[p].mu if p in priors else 0.0 for p in order])
+    sds = np.array([priors[p].sd if p in priors else 1.0 for p in order])
+    x = log_compute(fit.fit_compute)
+    y = np.ascontiguousarray(fit.fit_reward)
+    w2 = np.ones_like(x)
+    n = x.size
+
+    def compiled(z):
+        out = np.empty(len(z))
+        z = np.ascontiguousarray(z)
+        K.log_posterior(z, x, y, w2, False, 0.0, kinds, lows, highs, mus, sds, True, out)
+        return out
+
+    def numpy_version(z):
+        A, B, C_mid, R0 = z[:, 0], np.exp(z[:, 1]), np.exp(z[:, 2]), z[:, 3]
+        lp = z[:, 1] + z[:, 2]
+        for name, v in zip(order, (A, B, C_mid, R0), strict=True):
+            lp = lp + priors[name].log_density(v)
+        s = fraction_of_gain(x[None, :], B[:, None], z[:, 2:3])
+        rss = np.sum(w2 * (y - R0[:, None] - (A - R0)[:, None] * s) ** 2, axis=1)
+        out = np.where(np.isfinite(lp), lp - 0.5 * n * np.log(rss), -np.inf)
+        return np.where(np.isfinite(out), out, -np.inf)
+
+    center = np.array([fit.A, np.log(fit.B), np.log(fit.C_mid), fit.R0])
+    scale = np.array([fit.stderr["A"], fit.stderr["B"] / fit.B, fit.stderr["C_mid"] / fit.C_mid,
+                      fit.stderr["R0"]])  # fmt: skip
+    compiled(center[None])  # compiled (or loaded) before the clock
+
+    def run(log_prob):
+        rng = np.random.default_rng(0)
+        start = center + 0.1 * scale * rng.normal(size=(walkers, 4))
+        moves = [(emcee.moves.DEMove(), 0.9), (emcee.moves.DEMove(gamma0=1.0), 0.1)]
+        sampler = emcee.EnsembleSampler(walkers, 4, log_prob, vectorize=True, moves=moves)
+        sampler.random_state = np.random.RandomState(0).get_state()
+        sampler.run_mcmc(start, steps, progress=False)
+        return sampler
+
+    out = {}
+    for name, fn in (("compiled", compiled), ("numpy", numpy_version)):
+        t, sampler = best_of(lambda fn=fn: run(fn), repeat)
+        chain = sampler.get_chain()[burn:]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tau = emcee.autocorr.integrated_time(chain, tol=0, quiet=True)
+        ess = chain.shape[0] * walkers / tau
+        out[name] = {
+            "seconds": t,
+            "min_ess": float(ess.min()),
+            "tau_max": float(tau.max()),
+            "kept_steps_over_max_tau": float(chain.shape[0] / tau.max()),
+            "ess_per_s": float(ess.min() / t),
+        }
+    out["setup"] = {"steps": steps, "burn": burn, "walkers": walkers, "moves": "DE 0.9, DE(1) 0.1"}
+    out["compiled_speedup"] = out["numpy"]["seconds"] / out["compiled"]["seconds"]
+    return out
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats and resamples")
@@ -171,6 +251,9 @@ def main(argv=None) -> dict:
     repeat = 1 if args.quick else 3
     boot = bench_bootstrap(fit, 200 if args.quick else 1000, repeat)
     mcmc = bench_mcmc(fit, repeat, 400 if args.quick else 1000)
+    mcmc["emcee_direct"] = compiled_vs_numpy_emcee(
+        fit, 300 if args.quick else 1200, 100 if args.quick else 200, 128, repeat
+    )
     out = {
         "machine": {
             "cpu_count": os.cpu_count(),
@@ -189,6 +272,12 @@ def main(argv=None) -> dict:
         f"{boot['curve_fit_loop_s']:.3f} s: {boot['speedup']:.1f}x faster; "
         f"max relative difference {boot['max_rel_param_difference']:.1e}"
     )
+    print(
+        f"compiled batched refit (warm_refit) of the same {boot['n_resamples']} resamples: "
+        f"{boot['compiled_warm_refit_s'] * 1e3:.1f} ms "
+        f"({boot['compiled_warm_refit_speedup']:.0f}x faster than the curve_fit loop; "
+        f"{boot['compiled_warm_refit_converged_fraction']:.1%} converged warm)"
+    )
     r, lm = mcmc["rlcurves"], mcmc["lmfit_emcee"]
     print(
         f"MCMC: rlcurves min ESS {r['min_ess']:.0f} in {r['seconds']:.2f} s "
@@ -197,6 +286,15 @@ def main(argv=None) -> dict:
         f"({lm['ess_per_s']:.0f}/s, tau {max(lm['tau'].values()):.0f}): "
         f"{r['ess_per_s'] / lm['ess_per_s']:.1f}x the ESS per second"
     )
+    d = mcmc["emcee_direct"]
+    for name in ("compiled", "numpy"):
+        v = d[name]
+        print(
+            f"emcee directly, {d['setup']['walkers']} walkers x {d['setup']['steps']} steps, "
+            f"{name} log posterior: min ESS {v['min_ess']:.0f} in {v['seconds']:.2f} s "
+            f"(tau {v['tau_max']:.1f}, {v['kept_steps_over_max_tau']:.0f} tau kept)"
+        )
+    print(f"  compiled log posterior: {d['compiled_speedup']:.1f}x faster sampling")
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / ("uncertainty_quick.json" if args.quick else "uncertainty.json")
     path.write_text(json.dumps(out, indent=2, default=float))

@@ -1,0 +1,769 @@
+"""Compiled inner loops of the exact solver (numba): one curve at a time, batches in parallel.
+
+Everything the solver does per curve lives here as scalar loops over the points: the bounded
+closed-form linear parameters, the grid screen over ``theta = (log B, m = log C_mid)``, the
+variable-projection Levenberg-Marquardt, the Levenberg-Marquardt in the full parameters with the
+analytic Jacobian, the Gauss-Newton polish, and a vectorized log posterior for emcee. Arrays of a
+hundred numbers cost numpy more in call overhead than in arithmetic; here they cost the arithmetic.
+
+Conventions: ``x`` is log compute (``-inf`` for C = 0, giving ``s = 0``); ``w`` are weights
+(``1 / sigma``; 0 drops a point); ``fixed_r0`` with ``r0`` fixes R0; ``bnd`` is the float array
+``(A_lo, A_hi, R0_lo, R0_hi)`` (infinite where unbounded); ``theta`` is ``(log B, m)``. Nothing is
+compiled at import: each kernel compiles on its first call, or loads from numba's on-disk cache.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+_TINY = 1e-300
+_BIG = 1.7976931348623157e308
+# The start grid, in units of the data's span in log compute: C_mid from half a span below the data
+# to a span above, B * span from a gentle to a sharp rise.
+UNIT_M = np.linspace(-0.5, 2.0, 18)
+LOG_B_TIMES_SPAN = np.log(np.geomspace(0.3, 60.0, 14))
+N_B, N_M = LOG_B_TIMES_SPAN.size, UNIT_M.size
+GRID_TOP_SINGLE = 8  # grid minima a single fit considers
+
+_jit = njit(cache=True, nogil=True, error_model="numpy")
+# lets LLVM vectorize the grid's loops (reassociated sums); infinities and NaN keep their meaning
+_VECTOR_MATH = {"reassoc", "contract", "arcp", "nsz"}
+
+
+@_jit
+def _clip(v, lo, hi):
+    # NaN stays NaN, as np.clip
+    if v < lo:
+        return lo
+    if v > hi:
+        return hi
+    return v
+
+
+@_jit
+def frac(x, B, m):
+    """``s = 1 / (1 + exp(B (m - x)))``; 0 at ``x = -inf``."""
+    return 1.0 / (1.0 + math.exp(B * (m - x)))
+
+
+@_jit
+def linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd):
+    """Exact bounded ``(A, R0, q)`` from the weighted moments; ``q`` = RSS - sum(w2 y^2).
+
+    ``sw = sum w2 s``, ``svv = sum w2 s^2``, ``svy = sum w2 s y``, ``tw = sum w2``,
+    ``ty = sum w2 y``. The constrained optimum of a convex quadratic in two variables is the
+    unconstrained one when feasible, otherwise the best of the four clipped edge problems.
+    """
+    a_lo, a_hi, r_lo, r_hi = bnd[0], bnd[1], bnd[2], bnd[3]
+    if fixed_r0:
+        svd = svy - r0 * sw
+        gain = svd / svv if svv > _TINY else 0.0
+        A = _clip(r0 + gain, a_lo, a_hi)
+        g = A - r0
+        return A, r0, g * g * svv - 2 * g * svd
+    suv = sw - svv
+    suu = tw - 2 * sw + svv
+    suy = ty - svy
+    det = suu * svv - suv * suv
+    if det > 1e-12 * suu * svv + _TINY:
+        R0 = (svv * suy - suv * svy) / det
+        A = (suu * svy - suv * suy) / det
+    else:
+        # s is (numerically) constant over the points: the flat fit
+        A = R0 = ty / tw
+    if a_lo <= A <= a_hi and r_lo <= R0 <= r_hi:
+        return A, R0, R0 * R0 * suu + 2 * A * R0 * suv + A * A * svv - 2 * (R0 * suy + A * svy)
+    best_a, best_r = _clip(A, a_lo, a_hi), _clip(R0, r_lo, r_hi)
+    best = best_r * best_r * suu + 2 * best_a * best_r * suv + best_a * best_a * svv
+    best -= 2 * (best_r * suy + best_a * svy)
+    for edge in range(4):
+        fixed_value = bnd[edge]
+        if not math.isfinite(fixed_value):
+            continue
+        if edge < 2:  # A on a bound, R0 free within its own
+            a = fixed_value
+            r = _clip((suy - a * suv) / suu if suu > _TINY else 0.0, r_lo, r_hi)
+        else:
+            r = fixed_value
+            a = _clip((svy - r * suv) / svv if svv > _TINY else 0.0, a_lo, a_hi)
+        obj = r * r * suu + 2 * a * r * suv + a * a * svv - 2 * (r * suy + a * svy)
+        if obj < best:
+            best_a, best_r, best = a, r, obj
+    q = best_r * best_r * suu + 2 * best_a * best_r * suv + best_a * best_a * svv
+    return best_a, best_r, q - 2 * (best_r * suy + best_a * svy)
+
+
+@_jit
+def projected(x, y, w, lb, m, fixed_r0, r0, bnd, s, r):
+    """Weighted residuals ``r`` (filled in place) at the exact linear optimum for ``theta``.
+
+    ``s`` is a work buffer of the points' size. Returns ``(cost, A, R0)``. The unconstrained
+    optimum is solved from centred moments (``R0 + g s`` with ``g = cov(s, y) / var(s)``): where
+    the data see only a sliver of the curve, A and R0 run to huge values of opposite sign and the
+    raw moments lose every digit to cancellation; the centred ones keep them.
+    """
+    B = math.exp(lb)
+    sw = svv = svy = tw = ty = 0.0
+    for i in range(x.size):
+        si = frac(x[i], B, m)
+        s[i] = si
+        w2 = w[i] * w[i]
+        sw += w2 * si
+        svv += w2 * si * si
+        svy += w2 * si * y[i]
+        tw += w2
+        ty += w2 * y[i]
+    gain = math.nan
+    if fixed_r0:
+        A, R0, _ = linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd)
+    else:
+        s_mean, y_mean = sw / tw, ty / tw
+        svc = syc = 0.0
+        for i in range(x.size):
+            w2 = w[i] * w[i]
+            ds = s[i] - s_mean
+            svc += w2 * ds * ds
+            syc += w2 * ds * (y[i] - y_mean)
+        suu = tw - 2 * sw + svv
+        if tw * svc > 1e-12 * suu * svv + _TINY:
+            gain = syc / svc
+            R0 = y_mean - gain * s_mean
+            A = R0 + gain
+        else:
+            A = R0 = y_mean
+        if not (bnd[0] <= A <= bnd[1] and bnd[2] <= R0 <= bnd[3]):
+            gain = math.nan  # a bound is active: the edges of the box decide
+            A, R0, _ = linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd)
+    if math.isnan(gain):
+        gain = A - R0
+    cost = 0.0
+    for i in range(x.size):
+        ri = w[i] * (y[i] - (R0 + gain * s[i]))
+        r[i] = ri
+        cost += ri * ri
+    return cost, A, R0
+
+
+@_jit
+def data_span(x, w, use_weights):
+    """``(x_lo, x_hi, span)`` over the finite points (with ``w > 0`` if ``use_weights``)."""
+    x_lo, x_hi = math.inf, -math.inf
+    for i in range(x.size):
+        if math.isfinite(x[i]) and (not use_weights or w[i] > 0):
+            x_lo = min(x_lo, x[i])
+            x_hi = max(x_hi, x[i])
+    span = max(x_hi - x_lo, 1e-3 * max(1.0, abs(x_hi)))
+    return x_lo, x_hi, span
+
+
+@_jit
+def theta_box(x, w, use_weights):
+    """The search box on theta: ``(lb_lo, m_lo, lb_hi, m_hi)`` (see :func:`solver.theta_box`)."""
+    x_lo, x_hi, span = data_span(x, w, use_weights)
+    return math.log(1e-2 / span), x_lo - 5 * span, math.log(1e3 / span), x_hi + 5 * span
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
+def grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss):
+    """Projected RSS on the (log B, m) grid, filled into ``rss`` (N_B, N_M); inf where undefined.
+
+    ``exp(B (m_j - x_i))`` factors into ``exp(B (m_j - x0)) exp(B (x0 - x_i))`` about a centre
+    ``x0`` of the grid, so a grid row costs one exponential per point and per midpoint instead of
+    one per pair (both factors stay far from overflow: B times a span is at most 60).
+    """
+    n = x.size
+    n_m = m_grid.size
+    tw = ty = yy = 0.0
+    for i in range(n):
+        w2 = w[i] * w[i]
+        tw += w2
+        ty += w2 * y[i]
+        yy += w2 * y[i] * y[i]
+    x0 = 0.5 * (m_grid[0] + m_grid[n_m - 1])
+    e_x = np.empty(n)
+    w2 = np.empty(n)
+    w2y = np.empty(n)
+    for i in range(n):
+        w2[i] = w[i] * w[i]
+        w2y[i] = w2[i] * y[i]
+    sw = np.empty(n_m)
+    svv = np.empty(n_m)
+    svy = np.empty(n_m)
+    for b in range(lb_grid.size):
+        B = math.exp(lb_grid[b])
+        for i in range(n):
+            e_x[i] = math.exp(B * (x0 - x[i]))
+        for j in range(n_m):
+            e_m = math.exp(B * (m_grid[j] - x0))
+            a0 = a1 = a2 = 0.0
+            for i in range(n):
+                si = 1.0 / (1.0 + e_m * e_x[i])
+                a0 += w2[i] * si
+                a1 += w2[i] * si * si
+                a2 += w2y[i] * si
+            sw[j], svv[j], svy[j] = a0, a1, a2
+        for j in range(n_m):
+            _, _, q = linear_from_moments(sw[j], svv[j], svy[j], tw, ty, fixed_r0, r0, bnd)
+            v = q + yy
+            rss[b, j] = v if math.isfinite(v) else math.inf
+
+
+@_jit
+def grid_starts(x, y, w, fixed_r0, r0, bnd, top, starts, start_rss):
+    """The ``top`` best local minima of the grid RSS into ``starts`` (top, 2) and ``start_rss``.
+
+    A local minimum has no smaller neighbour among the eight around it (a diagonal valley, as A
+    and C_mid trading off makes, would otherwise show spurious minima along its floor). Where
+    fewer than ``top`` exist the best one is repeated.
+    """
+    x_lo, _, span = data_span(x, w, False)
+    lb_grid = LOG_B_TIMES_SPAN - math.log(span)
+    m_grid = x_lo + span * UNIT_M
+    rss = np.empty((N_B, N_M))
+    grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss)
+    ranked = np.full(N_B * N_M, math.inf)
+    for b in range(N_B):
+        for j in range(N_M):
+            v = rss[b, j]
+            is_min = True
+            for db in range(-1, 2):
+                for dj in range(-1, 2):
+                    bb, jj = b + db, j + dj
+                    if (db or dj) and 0 <= bb < N_B and 0 <= jj < N_M and rss[bb, jj] < v:
+                        is_min = False
+            if is_min:
+                ranked[b * N_M + j] = v
+    first = -1
+    for t in range(top):
+        pick = -1
+        for g in range(ranked.size):
+            if math.isfinite(ranked[g]) and (pick < 0 or ranked[g] < ranked[pick]):
+                pick = g
+        if pick < 0:
+            pick = first if first >= 0 else 0
+        else:
+            ranked[pick] = math.inf
+        if first < 0:
+            first = pick
+        starts[t, 0] = lb_grid[pick // N_M]
+        starts[t, 1] = m_grid[pick % N_M]
+        start_rss[t] = rss[pick // N_M, pick % N_M]
+
+
+@_jit
+def varpro_lm(x, y, w, fixed_r0, r0, bnd, box, th0, th1, max_iter, ftol, s, r, r_shift, jac):
+    """Levenberg-Marquardt on the variable-projection residual from ``(th0, th1)``.
+
+    The Jacobian of the projected residual is taken by forward differences (exact linear
+    parameters make it cheap and robust where a bound on A or R0 switches on). ``box`` is
+    ``(lb_lo, m_lo, lb_hi, m_hi)``; ``s, r, r_shift`` (n,) and ``jac`` (2, n) are work buffers.
+    Returns ``(log B, m, A, R0, cost, converged, iterations)``.
+    """
+    n = x.size
+    th = np.empty(2)
+    trial = np.empty(2)
+    th[0] = _clip(th0, box[0], box[2])
+    th[1] = _clip(th1, box[1], box[3])
+    cost, A, R0 = projected(x, y, w, th[0], th[1], fixed_r0, r0, bnd, s, r)
+    lam = 1e-3
+    converged = False
+    iterations = 0
+    if not math.isfinite(cost):
+        return th[0], th[1], A, R0, cost, converged, iterations
+    for _ in range(max_iter):
+        for d in range(2):
+            h = 1e-7 * (1.0 + abs(th[d]))
+            trial[0], trial[1] = th[0], th[1]
+            trial[d] += h
+            projected(x, y, w, trial[0], trial[1], fixed_r0, r0, bnd, s, r_shift)
+            for i in range(n):
+                jac[d, i] = (r_shift[i] - r[i]) / h
+        g0 = g1 = h00 = h01 = h11 = 0.0
+        for i in range(n):
+            j0, j1 = jac[0, i], jac[1, i]
+            g0 += j0 * r[i]
+            g1 += j1 * r[i]
+            h00 += j0 * j0
+            h01 += j0 * j1
+            h11 += j1 * j1
+        # damping as lam * (diag(H) + 1e-30) on the diagonal (and lam * 1e-30 off it)
+        d00 = h00 + lam * (h00 + 1e-30)
+        d11 = h11 + lam * (h11 + 1e-30)
+        d01 = h01 + lam * 1e-30
+        det = d00 * d11 - d01 * d01
+        step0 = -(d11 * g0 - d01 * g1) / det
+        step1 = -(d00 * g1 - d01 * g0) / det
+        step0 = 0.0 if math.isnan(step0) else _clip(step0, -_BIG, _BIG)
+        step1 = 0.0 if math.isnan(step1) else _clip(step1, -_BIG, _BIG)
+        trial[0] = _clip(th[0] + step0, box[0], box[2])
+        trial[1] = _clip(th[1] + step1, box[1], box[3])
+        cost_t, A_t, R0_t = projected(x, y, w, trial[0], trial[1], fixed_r0, r0, bnd, s, r_shift)
+        better = cost_t < cost
+        gain = cost - cost_t if better else 0.0
+        moved = max(
+            abs(trial[0] - th[0]) / (1.0 + abs(th[0])), abs(trial[1] - th[1]) / (1.0 + abs(th[1]))
+        )
+        if better:
+            th[0], th[1], cost, A, R0 = trial[0], trial[1], cost_t, A_t, R0_t
+            for i in range(n):
+                r[i] = r_shift[i]
+            lam /= 3.0
+        else:
+            lam *= 4.0
+        iterations += 1
+        if (better and (gain <= ftol * cost_t or moved < 1e-12)) or lam > 1e12:
+            converged = True
+            break
+    return th[0], th[1], A, R0, cost, converged, iterations
+
+
+@_jit
+def _solve_spd(H, g, p, out):
+    """Solve the p x p system ``H out = g`` by Gaussian elimination with partial pivoting.
+
+    ``H`` and ``g`` are overwritten. Returns False if a pivot vanishes (singular).
+    """
+    for c in range(p):
+        piv = c
+        for rr in range(c + 1, p):
+            if abs(H[rr, c]) > abs(H[piv, c]):
+                piv = rr
+        if not abs(H[piv, c]) > 0.0:
+            return False
+        if piv != c:
+            for k in range(p):
+                H[c, k], H[piv, k] = H[piv, k], H[c, k]
+            g[c], g[piv] = g[piv], g[c]
+        for rr in range(c + 1, p):
+            f = H[rr, c] / H[c, c]
+            for k in range(c, p):
+                H[rr, k] -= f * H[c, k]
+            g[rr] -= f * g[c]
+    for c in range(p - 1, -1, -1):
+        v = g[c]
+        for k in range(c + 1, p):
+            v -= H[c, k] * out[k]
+        out[c] = v / H[c, c]
+    return True
+
+
+@_jit
+def _curve_cost(x, y, w, A, R0, lb, m, s, r):
+    """Weighted residuals of the curve in the full parameters (``s``, ``r`` filled); the RSS."""
+    B = math.exp(lb)
+    cost = 0.0
+    for i in range(x.size):
+        si = frac(x[i], B, m)
+        s[i] = si
+        ri = w[i] * (y[i] - R0 - (A - R0) * si)
+        r[i] = ri
+        cost += ri * ri
+    return cost
+
+
+@_jit
+def _normal_equations(x, w, A, R0, lb, m, fixed_r0, s, r, JtJ, Jtr):
+    """``J^T J`` and ``J^T r`` of the weighted curve in (A, [R0,] log B, m); returns p."""
+    B = math.exp(lb)
+    # the ten products of the columns (A, R0, log B, m) and four gradients, as scalars
+    aa = ar = ab = am = rr_ = rb = rm = bb = bm = mm = 0.0
+    ga = gr = gb = gm = 0.0
+    for i in range(x.size):
+        si = s[i]
+        wi = w[i]
+        gain = (A - R0) * si * (1.0 - si) * B * wi
+        dx = 0.0 if x[i] == -math.inf else x[i] - m
+        ca = si * wi
+        cr = (1.0 - si) * wi
+        cb = gain * dx
+        cm = -gain
+        ri = r[i]
+        aa += ca * ca
+        ar += ca * cr
+        ab += ca * cb
+        am += ca * cm
+        rr_ += cr * cr
+        rb += cr * cb
+        rm += cr * cm
+        bb += cb * cb
+        bm += cb * cm
+        mm += cm * cm
+        ga += ca * ri
+        gr += cr * ri
+        gb += cb * ri
+        gm += cm * ri
+    if fixed_r0:
+        JtJ[0, 0], JtJ[0, 1], JtJ[0, 2] = aa, ab, am
+        JtJ[1, 1], JtJ[1, 2], JtJ[2, 2] = bb, bm, mm
+        Jtr[0], Jtr[1], Jtr[2] = ga, gb, gm
+        p = 3
+    else:
+        JtJ[0, 0], JtJ[0, 1], JtJ[0, 2], JtJ[0, 3] = aa, ar, ab, am
+        JtJ[1, 1], JtJ[1, 2], JtJ[1, 3] = rr_, rb, rm
+        JtJ[2, 2], JtJ[2, 3], JtJ[3, 3] = bb, bm, mm
+        Jtr[0], Jtr[1], Jtr[2], Jtr[3] = ga, gr, gb, gm
+        p = 4
+    for a in range(p):
+        for b in range(a):
+            JtJ[a, b] = JtJ[b, a]
+    return p
+
+
+@_jit
+def full_lm(x, y, w, fixed_r0, r0, box, A, R0, lb, m, max_iter, s, r, s_t, r_t):
+    """Levenberg-Marquardt in (A, [R0,] log B, m) with the analytic Jacobian.
+
+    Marquardt's scaled damping; a step counts when it lowers the RSS. A and R0 are unbounded
+    (callers check the bounds); (log B, m) are clipped into the search box ``box``: a step-like
+    curve would otherwise send log B past exp's range. Converged when a taken
+    step gains less than 1e-14 of the RSS or moves every parameter by less than 1e-12 of its
+    size, or when a step fails to lower the RSS only by rounding. Returns
+    ``(A, R0, log B, m, rss, ok, iterations)``; ok is False for a run that did not converge or
+    left the finite numbers.
+    """
+    if fixed_r0:
+        R0 = r0
+    JtJ = np.empty((4, 4))
+    Jtr = np.empty(4)
+    H = np.empty((4, 4))
+    g = np.empty(4)
+    step = np.empty(4)
+    P = np.array([A, R0, lb, m])
+    cols = np.array([0, 2, 3, 3]) if fixed_r0 else np.array([0, 1, 2, 3])
+    cost = _curve_cost(x, y, w, P[0], P[1], P[2], P[3], s, r)
+    if not math.isfinite(cost):
+        return P[0], P[1], P[2], P[3], cost, False, 0
+    lam = 1e-4
+    ok = False
+    it = 0
+    fresh = True
+    p = 3 if fixed_r0 else 4
+    trial = np.empty(4)
+    while it < max_iter:
+        it += 1
+        if fresh:
+            p = _normal_equations(x, w, P[0], P[1], P[2], P[3], fixed_r0, s, r, JtJ, Jtr)
+        for a in range(p):
+            for b in range(p):
+                H[a, b] = JtJ[a, b]
+            H[a, a] += lam * (JtJ[a, a] + 1e-300)
+            g[a] = Jtr[a]
+        if not _solve_spd(H, g, p, step):
+            lam *= 8.0
+            fresh = False
+            if lam > 1e12:
+                break
+            continue
+        for a in range(4):
+            trial[a] = P[a]
+        small = True
+        for a in range(p):
+            st = step[a]
+            if not math.isfinite(st):
+                st = 0.0
+            trial[cols[a]] += st
+            if abs(st) >= 1e-12 * (1.0 + abs(P[cols[a]])):
+                small = False
+        trial[2] = _clip(trial[2], box[0], box[2])
+        trial[3] = _clip(trial[3], box[1], box[3])
+        cost_t = _curve_cost(x, y, w, trial[0], trial[1], trial[2], trial[3], s_t, r_t)
+        if math.isfinite(cost_t) and cost_t <= cost:
+            gain = cost - cost_t
+            for a in range(4):
+                P[a] = trial[a]
+            for i in range(x.size):
+                s[i] = s_t[i]
+                r[i] = r_t[i]
+            cost = cost_t
+            lam /= 4.0
+            fresh = True
+            if gain <= 1e-14 * cost or small:
+                ok = True
+                break
+        else:
+            if math.isfinite(cost_t) and abs(cost_t - cost) <= 1e-13 * cost:
+                ok = True  # at the optimum a step fails to lower the RSS only by rounding
+                break
+            lam *= 8.0
+            fresh = False
+            if lam > 1e12:
+                break
+    ok = ok and math.isfinite(cost)
+    for a in range(4):
+        ok = ok and math.isfinite(P[a])
+    return P[0], P[1], P[2], P[3], cost, ok, it
+
+
+@_jit
+def gauss_newton_polish(x, y, w, fixed_r0, r0, bnd, box, A, R0, lb, m, steps, s, r, s_t, r_t):
+    """A few Gauss-Newton steps in the full parameters with the analytic Jacobian.
+
+    Applied only where the linear parameters are strictly inside their bounds (on a bound the
+    projected solution is already exact in them); a step is kept only if it lowers the RSS and
+    stays inside the bounds and the search box ``box`` (a run with no S-curve rewards ever
+    sharper steps: log B would run past exp's range). Returns ``(A, R0, log B, m, rss)``.
+    """
+    inside = bnd[0] < A < bnd[1]
+    if not fixed_r0:
+        inside = inside and bnd[2] < R0 < bnd[3]
+    JtJ = np.empty((4, 4))
+    Jtr = np.empty(4)
+    H = np.empty((4, 4))
+    g = np.empty(4)
+    step = np.empty(4)
+    scale = np.empty(4)
+    cost = _curve_cost(x, y, w, A, R0, lb, m, s, r)
+    if inside:
+        for _ in range(steps):
+            p = _normal_equations(x, w, A, R0, lb, m, fixed_r0, s, r, JtJ, Jtr)
+            for a in range(p):
+                scale[a] = math.sqrt(JtJ[a, a]) if JtJ[a, a] > 0 else 1.0
+            for a in range(p):
+                for b in range(p):
+                    H[a, b] = JtJ[a, b] / (scale[a] * scale[b])
+                H[a, a] += 1e-14
+                g[a] = Jtr[a] / scale[a]
+            if not _solve_spd(H, g, p, step):
+                break
+            for a in range(p):
+                step[a] /= scale[a]
+            new_A = A + step[0]
+            if fixed_r0:
+                new_R0, new_lb, new_m = R0, lb + step[1], m + step[2]
+            else:
+                new_R0, new_lb, new_m = R0 + step[1], lb + step[2], m + step[3]
+            cost_new = _curve_cost(x, y, w, new_A, new_R0, new_lb, new_m, s_t, r_t)
+            keep = (
+                math.isfinite(cost_new)
+                and cost_new <= cost
+                and bnd[0] <= new_A <= bnd[1]
+                and bnd[2] <= new_R0 <= bnd[3]
+                and box[0] <= new_lb <= box[2]
+                and box[1] <= new_m <= box[3]
+            )
+            if not keep:
+                break
+            A, R0, lb, m, cost = new_A, new_R0, new_lb, new_m, cost_new
+            for i in range(x.size):
+                s[i] = s_t[i]
+                r[i] = r_t[i]
+    return A, R0, lb, m, cost
+
+
+@_jit
+def solve_curve(x, y, w, fixed_r0, r0, bnd, starts, n_starts, max_iter, out):
+    """One curve of :func:`solve_batch`: LM from each start, the best one polished.
+
+    ``out`` (8,) receives ``A, R0, log B, m, rss, converged, at_theta_bound, iterations``.
+    """
+    n = x.size
+    s, r, s_t, r_t = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    jac = np.empty((2, n))
+    box = np.empty(4)
+    box[0], box[1], box[2], box[3] = theta_box(x, w, True)
+    best = -1
+    b_lb = b_m = b_A = b_R0 = b_cost = 0.0
+    b_conv, b_its = False, 0
+    for t in range(n_starts):
+        repeated = False
+        for u in range(t):
+            repeated = repeated or (starts[u, 0] == starts[t, 0] and starts[u, 1] == starts[t, 1])
+        if repeated:  # the grid had fewer minima than starts: the same LM would run again
+            continue
+        lb, m, A, R0, cost, conv, its = varpro_lm(
+            x, y, w, fixed_r0, r0, bnd, box, starts[t, 0], starts[t, 1], max_iter, 1e-13,
+            s, r, s_t, jac,
+        )  # fmt: skip
+        if not math.isfinite(cost):
+            cost = math.inf
+        if best < 0 or cost < b_cost:
+            best, b_lb, b_m, b_A, b_R0, b_cost, b_conv, b_its = t, lb, m, A, R0, cost, conv, its
+    A, R0, lb, m, rss = gauss_newton_polish(
+        x, y, w, fixed_r0, r0, bnd, box, b_A, b_R0, b_lb, b_m, 3, s, r, s_t, r_t
+    )
+    tol_b, tol_m = 1e-6 * (box[2] - box[0]), 1e-6 * (box[3] - box[1])
+    at_bound = lb - box[0] < tol_b or box[2] - lb < tol_b or m - box[1] < tol_m
+    at_bound = at_bound or box[3] - m < tol_m
+    out[0], out[1], out[2], out[3], out[4] = A, R0, lb, m, rss
+    out[5] = 1.0 if (b_conv and not at_bound) else 0.0
+    out[6] = 1.0 if at_bound else 0.0
+    out[7] = b_its
+
+
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def solve_batch(x, y, w, fixed_r0, r0, bnd, top, starts, use_grid, max_iter):
+    """Every curve of a batch in parallel: ``(k, 8)`` rows of :func:`solve_curve`'s output.
+
+    ``x`` is ``(1, n)`` (one compute axis for all) or ``(k, n)``; ``y, w`` are ``(k, n)``;
+    ``starts`` is ``(k, t, 2)`` warm starts, used when ``use_grid`` is False (else ignored and the
+    ``top`` best grid minima of each curve are refined).
+    """
+    k = y.shape[0]
+    out = np.empty((k, 8))
+    for c in prange(k):
+        xc = x[0] if x.shape[0] == 1 else x[c]
+        if use_grid:
+            st = np.empty((top, 2))
+            st_rss = np.empty(top)
+            grid_starts(xc, y[c], w[c], fixed_r0, r0, bnd, top, st, st_rss)
+            solve_curve(xc, y[c], w[c], fixed_r0, r0, bnd, st, top, max_iter, out[c])
+        else:
+            solve_curve(xc, y[c], w[c], fixed_r0, r0, bnd, starts[c], starts.shape[1], max_iter,
+                        out[c])  # fmt: skip
+    return out
+
+
+@_jit
+def _interior(value, lo, hi):
+    # an infinite bound is never near
+    return (lo == -math.inf or lo + 1e-7 * (1 + abs(lo)) < value) and (
+        hi == math.inf or value < hi - 1e-7 * (1 + abs(hi))
+    )
+
+
+@_jit
+def same_basin(x, y, w, fixed_r0, r0, bnd, opt0, opt1, st0, st1, start_rss, s, r):
+    """True when the projected RSS has no barrier between a start and a known optimum.
+
+    Six points on the segment: if none rises above the start's own RSS, descending from the start
+    leads to the optimum already found.
+    """
+    for k in range(1, 7):
+        t = k / 7.0
+        cost, _, _ = projected(
+            x, y, w, opt0 + t * (st0 - opt0), opt1 + t * (st1 - opt1), fixed_r0, r0, bnd, s, r
+        )
+        if not cost <= start_rss * (1 + 1e-9):
+            return False
+    return True
+
+
+@_jit
+def solve_single(x, y, w, fixed_r0, r0, bnd, starts, start_rss, refined, out):
+    """One curve from its grid minima by LM in the full parameters (the interior optima).
+
+    Every grid basin whose RSS is within 25% of the best is refined (unless no barrier separates
+    it from the optimum already found). ``starts`` (8, 2), ``start_rss`` (8,) and ``refined``
+    (8,) receive the grid minima and which were refined; ``out`` (5,) ``A, R0, log B, m, rss`` of
+    the best optimum strictly inside the bounds and the search box. Returns ``(found,
+    left_the_box)``: whether such an optimum was found, and whether some basin's LM ended outside
+    (failed, on a bound or beyond the box: the bounded solver must then decide).
+    """
+    n = x.size
+    s, r, s_t, r_t = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    top = starts.shape[0]
+    grid_starts(x, y, w, fixed_r0, r0, bnd, top, starts, start_rss)
+    box = np.empty(4)
+    box[0], box[1], box[2], box[3] = theta_box(x, w, False)
+    found = False
+    left = False
+    for i in range(top):
+        refined[i] = False
+        dup = False
+        for j in range(i):
+            if starts[j, 0] == starts[i, 0] and starts[j, 1] == starts[i, 1]:
+                dup = True
+        if start_rss[i] > 1.25 * start_rss[0] or dup:
+            refined[i] = dup
+            continue
+        refined[i] = True
+        if found and same_basin(
+            x, y, w, fixed_r0, r0, bnd, out[2], out[3], starts[i, 0], starts[i, 1], start_rss[i],
+            s, r,
+        ):  # fmt: skip
+            continue
+        _, A0, R00 = projected(x, y, w, starts[i, 0], starts[i, 1], fixed_r0, r0, bnd, s, r)
+        A, R0, lb, m, rss, ok, _ = full_lm(
+            x, y, w, fixed_r0, r0, box, A0, R00, starts[i, 0], starts[i, 1], 200, s, r, s_t, r_t
+        )
+        inside = (
+            ok
+            and _interior(A, bnd[0], bnd[1])
+            and (fixed_r0 or _interior(R0, bnd[2], bnd[3]))
+            and box[0] < lb < box[2]
+            and box[1] < m < box[3]
+        )
+        if inside and (not found or rss < out[4]):
+            found = True
+            out[0], out[1], out[2], out[3], out[4] = A, R0, lb, m, rss
+        left = left or not inside
+    return found, left
+
+
+@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+def warm_lm_batch(x, y, w, fixed_r0, r0, bnd, start, max_iter, out):
+    """Refit every row of ``y, w`` (k, n) from one start ``(A, R0, log B, m)`` (the bootstrap).
+
+    Each row: LM in the full parameters with the analytic Jacobian (resamples sit near the
+    original optimum, so a few quadratically converging steps suffice). ``out`` (k, 6) receives
+    ``A, R0, log B, m, rss, ok`` where ok means converged strictly inside the bounds and the
+    search box (rows that are not go to :func:`solve_batch`, warm-started as well). ``x`` is
+    ``(n,)``, shared by all rows; zero weights drop points, as resampling does.
+    """
+    k, n = y.shape
+    for c in prange(k):
+        wc = w[c]
+        s, r, s_t, r_t = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+        box = np.empty(4)
+        box[0], box[1], box[2], box[3] = theta_box(x, wc, True)
+        A, R0, lb, m, rss, ok, _ = full_lm(
+            x, y[c], wc, fixed_r0, r0, box, start[0], start[1], start[2], start[3], max_iter,
+            s, r, s_t, r_t,
+        )  # fmt: skip
+        inside = (
+            ok
+            and bnd[0] < A < bnd[1]
+            and (fixed_r0 or bnd[2] < R0 < bnd[3])
+            and box[0] < lb < box[2]
+            and box[1] < m < box[3]
+        )
+        out[c, 0], out[c, 1], out[c, 2], out[c, 3], out[c, 4] = A, R0, lb, m, rss
+        out[c, 5] = 1.0 if inside else 0.0
+
+
+@_jit
+def log_posterior(z, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitted_noise, out):
+    """Log posterior of every walker ``z`` (W, d) in (A, log B, log C_mid[, R0]), into ``out``.
+
+    Priors per natural parameter in the order (A, B, C_mid, R0): ``kinds`` 0 uniform,
+    1 loguniform, 2 normal, 3 lognormal (as :class:`rlcurves.bayes.Prior`), with hard supports
+    ``lows, highs`` and ``mus, sds``; the Jacobian of sampling log B and log C_mid is included.
+    The likelihood is ``-n/2 log RSS`` with ``fitted_noise`` (the Jeffreys-integrated scale),
+    else ``-RSS/2`` (``w2`` = 1 / sigma^2). ``-inf`` outside the priors' supports.
+    """
+    n_walk = z.shape[0]
+    n = x.size
+    nat = np.empty((n_walk, 4))
+    for k in range(n_walk):
+        v = nat[k]
+        v[0] = z[k, 0]
+        v[1] = math.exp(z[k, 1])
+        v[2] = math.exp(z[k, 2])
+        v[3] = r0 if fixed_r0 else z[k, 3]
+        lp = z[k, 1] + z[k, 2]
+        for p in range(4 if not fixed_r0 else 3):
+            val = v[p]
+            if not (lows[p] <= val <= highs[p]):
+                lp = -math.inf
+                break
+            kind = kinds[p]
+            if kind == 1:
+                lp -= math.log(val)
+            elif kind == 2:
+                lp -= 0.5 * ((val - mus[p]) / sds[p]) ** 2
+            elif kind == 3:
+                lp -= 0.5 * ((math.log(val) - mus[p]) / sds[p]) ** 2 + math.log(val)
+        if not math.isfinite(lp):
+            out[k] = -math.inf
+            continue
+        A, B, m, R0 = v[0], v[1], z[k, 2], v[3]
+        rss = 0.0
+        for i in range(n):
+            ri = y[i] - R0 - (A - R0) * frac(x[i], B, m)
+            rss += w2[i] * ri * ri
+        like = -0.5 * n * math.log(rss) if fitted_noise else -0.5 * rss
+        total = lp + like
+        out[k] = total if math.isfinite(total) else -math.inf
