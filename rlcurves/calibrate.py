@@ -6,12 +6,15 @@ finished run and each fit fraction ``f`` we fit the first ``f`` of its compute, 
 of its last ``n_eval`` evaluations, and score
 
     score = |forecast - observed| / scale,
-    scale^2 = sd_fit^2 + noise_sd^2 / n_eval + (noise_sd * d)^2,
+    scale^2 = sd_fit^2 + noise_sd^2 / n_eval + noise_sd^2 * d,
 
 where ``sd_fit`` is the sd of the run's own AR(1) parametric bootstrap curves at the target,
 ``noise_sd`` its residual sd (the evaluation noise of one point), and ``d`` the distance of the
 target past the fit window in natural-log compute (``max(0, ln(C / C_fit_max))``; the same unit for
-every run): the misspecification term grows with extrapolation and with how noisy the run is.
+every run). The last term is the misspecification: a departure from the sigmoid that wanders like a
+random walk in log compute, in units of the run's own noise, has a variance that grows linearly with
+the distance (a term growing as ``d^2`` over-covered forecasts from a quarter of a run and
+under-covered those from three quarters on the corpus; see ``benchmarks/calibration.py``).
 The ``ceil((n + 1) * level)``-th smallest of the ``n`` scores, ``q``, makes ``forecast +- q *
 scale`` cover at least ``level`` of the time for runs exchangeable with the calibration runs.
 Scores of one run at several fractions are correlated; the quantile is taken over all scores
@@ -179,7 +182,12 @@ def forecast_scale(
     c_max = float(np.max(fit.fit_compute))
     with np.errstate(divide="ignore", invalid="ignore"):
         d = np.where(at > c_max, np.log(np.maximum(at, c_max) / c_max), 0.0)
-    return np.sqrt(sd_fit**2 + noise**2 / n_eval + (noise * d) ** 2)
+    return np.sqrt(sd_fit**2 + noise**2 / n_eval + noise**2 * _growth(d))
+
+
+def _growth(d: np.ndarray) -> np.ndarray:
+    """Variance of the misspecification term, in units of the residual variance, at distance d."""
+    return d
 
 
 def residual_sd(fit: SigmoidFit) -> float:

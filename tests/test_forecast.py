@@ -127,7 +127,6 @@ def test_default_forecast_covers_simulated_runs_at_its_level():
         plain = forecast(fit, budget, kind="residual", **kw)
         hits_default.append(fc.lower <= truth <= fc.upper)
         hits_residual.append(plain.lower <= truth <= plain.upper)
-    print("coverage", np.mean(hits_default), np.mean(hits_residual))
     assert 0.84 <= np.mean(hits_default) <= 0.99
     assert np.mean(hits_default) >= np.mean(hits_residual) + 0.075
 
