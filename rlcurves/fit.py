@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 
 from ._data import as_float_array, resolve_xy
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
-from .model import log_compute
+from .model import log_compute, sigmoid
 from .result import SigmoidFit, covariance
 from .solver import Bounds, solve_batch, solve_single
 
@@ -203,6 +203,9 @@ def build_fit(
         warnings.warn(message, NotConvergedWarning, stacklevel=3)
     elif notes:
         warnings.warn(message, IdentifiabilityWarning, stacklevel=3)
+    peak = detect_peak(cw, rw, params)
+    if peak:
+        message = f"{message}; {peak}"
     return SigmoidFit(
         params=params,
         stderr=stderr,
@@ -223,6 +226,49 @@ def build_fit(
         min_compute=min_compute,
         max_compute=max_compute,
         label=label,
+        peak=peak,
+    )
+
+
+# A run "peaked" when the last fifth of its window sits below the fitted curve by more than this
+# many standard errors of its mean (autocorrelation-corrected), or its smoothed curve fell that
+# far from its maximum: real RL runs rise, flatten and sag (entropy collapse, overfitting the
+# train pool), which the sigmoid cannot follow, so its ceiling overstates where the run is going.
+_PEAK_SE = 3.0
+
+
+def detect_peak(compute: np.ndarray, reward: np.ndarray, params: dict[str, float]) -> str:
+    """Say in words whether the end of the window sags below the fit or the run turned down.
+
+    Returns "" when it does not (or with fewer than 15 points in the window).
+    """
+    order = np.argsort(compute, kind="stable")
+    c, r = np.asarray(compute, float)[order], np.asarray(reward, float)[order]
+    if c.size < 15:
+        return ""
+    res = r - sigmoid(c, params["A"], params["B"], params["C_mid"], params["R0"])
+    sd = float(np.std(res, ddof=4))
+    if not sd > 0:
+        return ""
+    rho = float(np.clip(np.corrcoef(res[:-1], res[1:])[0, 1], 0.0, 0.9))
+    m = max(5, c.size // 5)
+    se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
+    tail_gap = float(np.mean(res[-m:]))
+    k = max(3, c.size // 10)
+    smooth = np.convolve(r, np.ones(k) / k, mode="valid")
+    i_peak = int(np.argmax(smooth))
+    drop = float(smooth[i_peak] - smooth[-1])
+    below = tail_gap < -_PEAK_SE * se
+    turned = i_peak < smooth.size - m and drop > _PEAK_SE * se
+    if not (below or turned):
+        return ""
+    c_peak = float(c[i_peak + k // 2])
+    latest = float(np.mean(r[-m:]))
+    side = "below" if tail_gap < 0 else "above"
+    return (
+        f"this run peaked at {smooth[i_peak]:.3g} near {c_peak:,.0f}; the fitted ceiling "
+        f"{params['A']:.3g} is not supported by the latest evaluations (the last {m} average "
+        f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
 
 

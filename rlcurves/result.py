@@ -47,6 +47,9 @@ class SigmoidFit:
     compute, reward, sigma, window : numpy.ndarray
         All the data passed (sigma may be None) and the boolean mask of points inside the fit
         window, kept so that bootstrap, posterior and plots see exactly what the fit saw.
+    peak : str
+        "" unless the end of the window sags below the fitted curve or the run turned down; then
+        what it peaked at and where (also in ``message``; see :func:`rlcurves.fit.detect_peak`).
     """
 
     params: dict[str, float]
@@ -68,6 +71,7 @@ class SigmoidFit:
     min_compute: float | None = None
     max_compute: float | None = None
     label: str | None = None
+    peak: str = ""
 
     # ---- parameters -------------------------------------------------------------------------
     @property
