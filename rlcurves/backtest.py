@@ -225,8 +225,16 @@ def backtest(
             covered=bool(fc.lower <= truth_value <= fc.upper),
             covered_observed=bool(fc.prediction_lower <= r[last] <= fc.prediction_upper),
             A_covered=bool(a_lo <= truth_A <= a_hi),
-            # a converged fit can still leave a parameter unidentified or on a bound: say so
-            note="" if fit.message.startswith("converged:") else fit.message,
+            # a converged fit can still leave a parameter unidentified or on a bound, and a
+            # forecast can be unbounded or follow a run that peaked: say so
+            note="; ".join(
+                n
+                for n in (
+                    "" if fit.message.startswith("converged:") else fit.message,
+                    fc.note.replace(fit.peak, "").strip("; ") if fit.peak else fc.note,
+                )
+                if n
+            ),
         )
         rows.append(row)
     table = pd.DataFrame(rows, columns=COLUMNS)

@@ -9,6 +9,7 @@ import pytest
 from rlcurves import fit_sigmoid, inverse_sigmoid, sigmoid
 from rlcurves.backtest import COLUMNS, backtest
 from rlcurves.errors import RLCurvesError
+from rlcurves.forecast import forecast
 from rlcurves.target import ComputeTarget, quantile_with_inf
 
 TRUTH = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
@@ -92,9 +93,11 @@ def test_backtest_table_and_convergence(clean_backtest):
     widths = (fitted["forecast_upper"] - fitted["forecast_lower"]).to_numpy()
     assert widths[-1] < widths[0]
     assert (fitted["prediction_lower"] <= fitted["forecast_lower"]).all()
-    # with iid noise and the truth inside the model, the half-budget interval holds the end value
+    # each row's interval is forecast()'s default (calibrated) interval for that prefix
     half = fitted[fitted["fraction"] == 0.5].iloc[0]
-    assert half["forecast_lower"] <= final_truth <= half["forecast_upper"]
+    fc = forecast(bt.fits[0.5], 20000.0, seed=2, n=300, progress=False)
+    assert (half["forecast_lower"], half["forecast_upper"]) == (fc.lower, fc.upper)
+    assert fc.calibration != "uncalibrated"
     assert abs(half["A"] - TRUTH["A"]) < 0.02
     assert set(bt.coverage) == {"forecast", "observed", "A"}
     assert "[[Backtest]]" in bt.summary() and "not fitted" in bt.summary()
