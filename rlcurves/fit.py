@@ -40,6 +40,8 @@ def fit_sigmoid(
     absolute_sigma: bool = False,
     options: Mapping[str, Any] | None = None,
     label: str | None = None,
+    loss: Literal["linear", "soft_l1", "huber"] = "linear",
+    f_scale: float | None = None,
 ) -> SigmoidFit:
     """Fit ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)`` by least squares, without a start guess.
 
@@ -72,6 +74,13 @@ def fit_sigmoid(
         Method-specific settings, e.g. ``{"A_grid": ..., "C_mid_grid": ...}`` for "paper-grid".
     label : str, optional
         A name carried by the result (used in reports, comparisons and plots).
+    loss : {"linear", "soft_l1", "huber"}
+        "linear": least squares. "soft_l1" or "huber": a robust loss for isolated bad
+        evaluations (as scipy's ``least_squares``), by iteratively reweighted exact fits; the
+        final weights are kept as ``sigma`` so that bootstrap and intervals see them.
+    f_scale : float, optional
+        Residual scale of the robust loss (where it turns from quadratic to linear); default
+        1.4826 times the median absolute residual of the least-squares fit.
 
     Returns
     -------
@@ -112,6 +121,14 @@ def fit_sigmoid(
         label=label,
     )
     opts = dict(options or {})
+    if loss not in ("linear", "soft_l1", "huber"):
+        raise RLCurvesError(f"loss must be 'linear', 'soft_l1' or 'huber', got {loss!r}")
+    robust_note = ""
+    if loss != "linear":
+        if method not in ("auto", "exact"):
+            raise RLCurvesError(f"loss={loss!r} needs method='exact' (or 'auto')")
+        s, robust_note = _robust_sigma(c, r, s, window, r0, box, loss, f_scale)
+        fit_args["sigma"] = s
     if method in ("auto", "exact"):
         weights = np.ones(window.sum()) if s is None else 1.0 / s[window]
         sol = solve_single(log_compute(c[window]), r[window], weights, r0, box)
@@ -132,7 +149,10 @@ def fit_sigmoid(
             notes.append(
                 f"the solver stopped after {sol.iterations[0]} iterations without converging"
             )
-        return build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args)
+        fit = build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args)
+        if robust_note:
+            fit.message = f"{fit.message}; {robust_note}"
+        return fit
     if method == "paper-grid":
         from .paper_grid import fit_paper_grid
 
@@ -142,6 +162,33 @@ def fit_sigmoid(
 
     params, ok, note = fit_with_lmfit(c, r, s, window, r0, box, **opts)
     return build_fit(params, ok, "lmfit", [note] if note else [], **fit_args)
+
+
+def _robust_sigma(c, r, s, window, r0, box, loss, f_scale, max_iter=50):
+    """Iteratively reweighted exact fits for a robust loss: per-point sigma and a note."""
+    x, y = log_compute(c[window]), r[window]
+    w0 = np.ones(y.size) if s is None else 1.0 / s[window]
+    w, scale, prev = w0.copy(), f_scale, None
+    for _ in range(max_iter):
+        sol = solve_single(x, y, w, r0, box)
+        p = np.array([sol.A[0], sol.log_B[0], sol.m[0], sol.R0[0]], dtype=float)
+        res = w0 * (y - sigmoid(c[window], p[0], math.exp(p[1]), math.exp(p[2]), p[3]))
+        if scale is None:
+            scale = 1.4826 * float(np.median(np.abs(res))) or float(np.std(res)) or 1.0
+        z = np.abs(res) / scale
+        if loss == "soft_l1":
+            factor = 1.0 / np.sqrt(1.0 + z**2)
+        else:  # huber
+            factor = np.where(z <= 1.0, 1.0, 1.0 / np.maximum(z, 1e-300))
+        w = w0 * np.sqrt(factor)
+        if prev is not None and np.allclose(p, prev, rtol=1e-9, atol=1e-12):
+            break
+        prev = p
+    sigma = np.ones(c.size) if s is None else np.array(s, dtype=float)
+    sigma[window] = 1.0 / w
+    low = int(np.sum(factor < 0.5))
+    note = f"robust loss {loss} (f_scale {scale:.3g}): {low} of {y.size} points weighted below half"
+    return sigma, note
 
 
 def build_fit(

@@ -118,3 +118,31 @@ def test_a_simulated_rise_and_fall_is_reported_as_peaked_and_a_clean_rise_is_not
         # no false alarm on 50 clean sigmoid runs with the same noise (3-se threshold)
         alarms = [bool(fit_sigmoid(c, rise + rng.normal(0, 0.008, c.size)).peak) for _ in range(50)]
     assert sum(alarms) <= 2
+
+
+def test_isolated_bad_evaluations_pull_least_squares_but_not_the_robust_loss():
+    # issue 12 (robust loss): three crashed evaluations (0.15 low) in a 73-point window drag the
+    # least-squares ceiling and shape; soft-L1 and Huber keep them near the clean fit, and on clean
+    # data they agree with least squares (benchmarks/robust_loss.py measures it on 200 runs)
+    import pytest
+
+    from rlcurves import RLCurvesError
+
+    rng = np.random.default_rng(0)
+    c = np.linspace(0, 16000, 81)
+    y = sigmoid(c, 0.61, 1.92, 2542.0, 0.3) + rng.normal(0, 0.008, c.size)
+    bad = y.copy()
+    bad[[40, 50, 60]] -= 0.15
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clean = fit_sigmoid(c, y, min_compute=1500)
+        ls = fit_sigmoid(c, bad, min_compute=1500)
+        for loss in ("soft_l1", "huber"):
+            robust = fit_sigmoid(c, bad, min_compute=1500, loss=loss)
+            assert abs(robust.C_mid - clean.C_mid) < abs(ls.C_mid - clean.C_mid) / 5
+            assert abs(robust.B - clean.B) < 0.1 < abs(ls.B - clean.B)
+            assert "3 of 73 points weighted below half" in robust.message
+            same = fit_sigmoid(c, y, min_compute=1500, loss=loss)
+            assert abs(same.A - clean.A) < 0.002
+    with pytest.raises(RLCurvesError, match="loss must be"):
+        fit_sigmoid(c, y, loss="l2")
