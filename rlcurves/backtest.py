@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from ._format import format_compute
 from ._samples import parameter_samples, tails
 from .errors import RLCurvesError
 from .result import SigmoidFit
+
+if TYPE_CHECKING:
+    from .calibrate import Calibration
 
 COLUMNS = [
     "fraction",
@@ -142,6 +145,7 @@ def backtest(
     seed: int | None = 0,
     label: str | None = None,
     progress: bool = True,
+    calibration: Calibration | None = None,
 ) -> Backtest:
     """Refit a finished run on growing prefixes and score the forecasts of its final value.
 
@@ -168,6 +172,9 @@ def backtest(
         Name carried by the fits.
     progress : bool
         Show a progress bar over the prefixes (each one is a fit plus its bootstrap).
+    calibration : Calibration, optional
+        For the default bootstrap forecast: scores from :func:`rlcurves.calibrate.calibrate` on
+        your own finished runs (default: the shipped real-run corpus calibration).
 
     Returns
     -------
@@ -208,6 +215,7 @@ def backtest(
             seed=seed,
             progress=False,
             **_n(method, n_samples),
+            **({} if calibration is None else {"calibration": calibration}),
         )
         draws = parameter_samples(fit, n_samples, seed=seed, level=level)
         a_lo, a_hi = np.quantile(draws["A"], [q_lo, q_hi])

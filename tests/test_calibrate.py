@@ -82,6 +82,10 @@ def test_calibrate_accepts_a_long_frame_and_forecast_uses_it():
     fc = rlcurves.forecast(fit, 4000.0, calibration=cal, seed=0, progress=False, n=200)
     assert fc.calibration.startswith("my sweep") and fc.calibration_n == 18
     assert fc.info["multiplier"] == cal.quantile(0.9)
+    # backtest passes it through to every prefix's forecast
+    bt = rlcurves.backtest(c, y, fractions=(0.5,), calibration=cal, n_samples=200, progress=False)
+    again = rlcurves.forecast(bt.fits[0.5], c.max(), calibration=cal, seed=0, progress=False, n=200)
+    assert bt.table["forecast_upper"].iloc[0] == pytest.approx(again.upper)
     with pytest.raises(RLCurvesError, match="lacks columns"):
         calibrate(long, progress=False)
     with pytest.raises(RLCurvesError, match="at least 2"):
