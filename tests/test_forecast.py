@@ -114,20 +114,24 @@ def test_default_forecast_covers_simulated_runs_at_its_level():
     # 150 simulated runs (the paper's 8B and batch-512 parameters, binomial noise plus AR(1)
     # drift), fit on half the budget, forecast at the full budget on the DEFAULT path (AR(1)
     # bootstrap scaled by the shipped real-run calibration, which never saw these runs). With
-    # 150 runs the coverage's binomial sd is 2.4% at 90% and 3.5% at 75%: a 90% interval lands in
-    # [0.84, 0.99] with probability > 99%, a 75% one with probability < 5%. The plain residual
-    # bootstrap on the same runs must do clearly worse.
+    # 150 runs the coverage's binomial sd is 2.4% at 90% and 3.5% at 75%: a 90% interval gives
+    # >= 0.84 with probability > 99%, a 75% one with probability < 5%. (It over-covers here, ~97%:
+    # real runs leave the sigmoid more than these simulations do.) The plain residual bootstrap on
+    # the same runs must do clearly worse.
     rng = np.random.default_rng(20261203)
-    hits_default, hits_residual = [], []
+    hits_default, hits_residual, widths = [], [], []
     for i in range(150):
         params = (2542.0, 1.92, 0.61) if i % 2 == 0 else (2818.0, 1.77, 0.605)
         fit, budget, truth = _simulated_run(rng, *params)
-        kw = dict(seed=i, progress=False, n=200, guard="none")
+        kw = dict(seed=i, progress=False, n=200)  # default guard, default kind
         fc = forecast(fit, budget, **kw)
         plain = forecast(fit, budget, kind="residual", **kw)
         hits_default.append(fc.lower <= truth <= fc.upper)
         hits_residual.append(plain.lower <= truth <= plain.upper)
-    assert 0.84 <= np.mean(hits_default) <= 0.99
+        widths.append(fc.upper - fc.lower)
+    assert np.mean(hits_default) >= 0.84
+    # and still useful: the bar is a mean width of about 0.07 on a pass rate at half budget
+    assert np.mean(widths) < 0.08
     assert np.mean(hits_default) >= np.mean(hits_residual) + 0.075
 
 
