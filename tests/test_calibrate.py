@@ -54,7 +54,8 @@ def test_shipped_calibration_is_reproduced_by_calibrate_on_the_corpus():
     shipped = default_calibration()
     assert shipped.corpus == CORPUS_NAME and shipped.n == 36 and shipped.n_runs == 12
     again = rlcurves.calibrate(load_corpus(), name=CORPUS_NAME, progress=False, seed=0)
-    np.testing.assert_allclose(np.sort(again.scores), np.sort(shipped.scores), rtol=1e-6)
+    # (rtol 1e-3: solver builds may differ in the last digits; a stale file differs by far more)
+    np.testing.assert_allclose(np.sort(again.scores), np.sort(shipped.scores), rtol=1e-3)
     # the multipliers grow with the level and are finite up to 95% with 36 scores
     qs = [shipped.quantile(lv) for lv in (0.5, 0.8, 0.9, 0.95)]
     assert np.all(np.diff(qs) > 0) and np.isfinite(qs[-1])
