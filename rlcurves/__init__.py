@@ -9,6 +9,7 @@ from . import datasets
 from .backtest import Backtest, backtest
 from .bayes import Posterior, Prior
 from .bootstrap import BootstrapResult
+from .calibrate import Calibration, calibrate
 from .compare import Comparison, Crossover, compare
 from .errors import DataRepairWarning, IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .fit import fit_sigmoid, fit_sigmoid_batch
@@ -28,6 +29,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Backtest",
     "BootstrapResult",
+    "Calibration",
     "Comparison",
     "ComputeTarget",
     "Crossover",
@@ -47,6 +49,7 @@ __all__ = [
     "SigmoidFit",
     "__version__",
     "backtest",
+    "calibrate",
     "compare",
     "compare_models",
     "datasets",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -25,6 +25,9 @@ from ._format import format_compute, units_of
 from ._samples import parameter_samples, tails
 from .errors import RLCurvesError
 from .result import SigmoidFit
+
+if TYPE_CHECKING:
+    from .calibrate import Calibration
 
 COLUMNS = [
     "fraction",
@@ -142,6 +145,7 @@ def backtest(
     seed: int | None = 0,
     label: str | None = None,
     progress: bool = True,
+    calibration: Calibration | None = None,
 ) -> Backtest:
     """Refit a finished run on growing prefixes and score the forecasts of its final value.
 
@@ -168,6 +172,9 @@ def backtest(
         Name carried by the fits.
     progress : bool
         Show a progress bar over the prefixes (each one is a fit plus its bootstrap).
+    calibration : Calibration, optional
+        For the default bootstrap forecast: scores from :func:`rlcurves.calibrate.calibrate` on
+        your own finished runs (default: the shipped real-run corpus calibration).
 
     Returns
     -------
@@ -209,6 +216,7 @@ def backtest(
             seed=seed,
             progress=False,
             **_n(method, n_samples),
+            **({} if calibration is None else {"calibration": calibration}),
         )
         draws = parameter_samples(fit, n_samples, seed=seed, level=level)
         a_lo, a_hi = np.quantile(draws["A"], [q_lo, q_hi])
@@ -226,8 +234,16 @@ def backtest(
             covered=bool(fc.lower <= truth_value <= fc.upper),
             covered_observed=bool(fc.prediction_lower <= r[last] <= fc.prediction_upper),
             A_covered=bool(a_lo <= truth_A <= a_hi),
-            # a converged fit can still leave a parameter unidentified or on a bound: say so
-            note="" if fit.message.startswith("converged:") else fit.message,
+            # a converged fit can still leave a parameter unidentified or on a bound, and a
+            # forecast can be unbounded or follow a run that peaked: say so
+            note="; ".join(
+                n
+                for n in (
+                    "" if fit.message.startswith("converged:") else fit.message,
+                    fc.note.replace(fit.peak, "").strip("; ") if fit.peak else fc.note,
+                )
+                if n
+            ),
         )
         rows.append(row)
     table = pd.DataFrame(rows, columns=COLUMNS)

@@ -11,9 +11,8 @@ in the weights), so a thousand resamples are one batched solve, not a loop of fi
   length is chosen from the data by the Politis-White (2004, corrected 2009) rule.
 - ``ar1``: a parametric (sieve) bootstrap: AR(1) noise with the residuals' variance and a
   bias-corrected lag-1 autocorrelation (slow run-level drift).
-- ``calibrated``: ``ar1`` with its spread around the estimate inflated by level-wise factors
-  calibrated on simulated runs (the default of :func:`rlcurves.forecast`; see
-  ``benchmarks/calibration.py``).
+- ``calibrated``: an alias of ``ar1`` (the engine of :func:`rlcurves.forecast`'s default, whose
+  interval is then scaled by conformal scores on finished runs: see :mod:`rlcurves.calibrate`).
 - ``pairs``: points drawn with replacement, as integer multiplicities in the weights.
 - ``run``: whole runs (seeds) drawn with replacement when the data pool several runs.
 
@@ -44,17 +43,9 @@ if TYPE_CHECKING:
 Kind = Literal["calibrated", "residual", "wild", "block", "ar1", "pairs", "run"]
 KINDS = ("calibrated", "residual", "wild", "block", "ar1", "pairs", "run")
 
-# Spread inflation of the "calibrated" kind, by interval level: the AR(1) bootstrap's deviations
-# from the estimate are scaled so that its level-l interval is widened by the factor for l (see
-# :func:`inflate`). One run's residuals understate slow run-level drift (a lag-1 autocorrelation
-# from ~30 residuals is biased low even after correction, and a single AR(1) misses the long memory
-# of drift under white evaluation noise), so the raw AR(1) bands under-cover. The factors were
-# fitted on one set of simulated runs (the paper's parameter sets, binomial evaluation noise plus
-# AR(1) drift, fit on half the budget, forecast at the full budget) so that each level's interval
-# covers the truth at that level, and validated on fresh simulations with other seeds and other
-# drift levels: see benchmarks/calibration.py (``--calibrate`` refits them).
-# fitted by `python -m benchmarks.calibration --calibrate --runs 200 --boot 300` (seed 1)
-CALIBRATED_INFLATION: dict[float, float] = {0.5: 1.49, 0.8: 1.42, 0.9: 1.29, 0.95: 1.49}
+# kind="calibrated" is kept as an alias of "ar1" so that callers do not break: the calibration of
+# forecast intervals now lives in rlcurves.calibrate (conformal scores on finished runs), not in a
+# constant inflation of the bootstrap spread fitted on simulations.
 
 
 def inflation_at(level: float | np.ndarray, inflation: float | dict[float, float]) -> np.ndarray:
@@ -412,8 +403,7 @@ def bootstrap(
     kind : {"residual", "calibrated", "wild", "block", "ar1", "pairs", "run"}
         Resampling scheme (see the module docstring). ``block``, ``ar1`` and ``calibrated``
         treat the points in order of compute as a time series (evaluations at regular
-        intervals). ``calibrated`` is ``ar1`` with its spread inflated by
-        :data:`CALIBRATED_INFLATION` (the default of :func:`rlcurves.forecast`).
+        intervals). ``calibrated`` is an alias of ``ar1`` (see :mod:`rlcurves.calibrate`).
     seed : int, optional
         Seed of the random generator (results are reproducible with a seed).
     runs : array_like, optional
@@ -489,8 +479,6 @@ def bootstrap(
         info["block_length"] = block_length
     rho_sd = None
     inflation: float | dict[float, float] = 1.0
-    if kind == "calibrated":
-        inflation = dict(CALIBRATED_INFLATION)
     if kind in ("ar1", "calibrated"):
         starts = _run_starts(run_labels, c.size)
         if noise_from == "with_early":

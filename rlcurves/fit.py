@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 
 from ._data import as_float_array, resolve_xy
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
-from .model import log_compute
+from .model import log_compute, sigmoid
 from .result import SigmoidFit, covariance
 from .solver import Bounds, solve_batch, solve_single
 
@@ -40,6 +40,8 @@ def fit_sigmoid(
     absolute_sigma: bool = False,
     options: Mapping[str, Any] | None = None,
     label: str | None = None,
+    loss: Literal["linear", "soft_l1", "huber"] = "linear",
+    f_scale: float | None = None,
 ) -> SigmoidFit:
     """Fit ``R(C) = R0 + (A - R0) / (1 + (C_mid / C)^B)`` by least squares, without a start guess.
 
@@ -72,6 +74,13 @@ def fit_sigmoid(
         Method-specific settings, e.g. ``{"A_grid": ..., "C_mid_grid": ...}`` for "paper-grid".
     label : str, optional
         A name carried by the result (used in reports, comparisons and plots).
+    loss : {"linear", "soft_l1", "huber"}
+        "linear": least squares. "soft_l1" or "huber": a robust loss for isolated bad
+        evaluations (as scipy's ``least_squares``), by iteratively reweighted exact fits; the
+        final weights are kept as ``sigma`` so that bootstrap and intervals see them.
+    f_scale : float, optional
+        Residual scale of the robust loss (where it turns from quadratic to linear); default
+        1.4826 times the median absolute residual of the least-squares fit.
 
     Returns
     -------
@@ -112,6 +121,14 @@ def fit_sigmoid(
         label=label,
     )
     opts = dict(options or {})
+    if loss not in ("linear", "soft_l1", "huber"):
+        raise RLCurvesError(f"loss must be 'linear', 'soft_l1' or 'huber', got {loss!r}")
+    robust_note = ""
+    if loss != "linear":
+        if method not in ("auto", "exact"):
+            raise RLCurvesError(f"loss={loss!r} needs method='exact' (or 'auto')")
+        s, robust_note = _robust_sigma(c, r, s, window, r0, box, loss, f_scale)
+        fit_args["sigma"] = s
     if method in ("auto", "exact"):
         weights = np.ones(window.sum()) if s is None else 1.0 / s[window]
         sol = solve_single(log_compute(c[window]), r[window], weights, r0, box)
@@ -132,12 +149,10 @@ def fit_sigmoid(
             notes.append(
                 f"the solver stopped after {sol.iterations[0]} iterations without converging"
             )
-        return _with_units(
-            data,
-            compute,
-            reward,
-            build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args),
-        )
+        fit = build_fit(params, bool(sol.converged[0]), "exact", notes, **fit_args)
+        if robust_note:
+            fit.message = f"{fit.message}; {robust_note}"
+        return _with_units(data, compute, reward, fit)
     if method == "paper-grid":
         from .paper_grid import fit_paper_grid
 
@@ -158,6 +173,33 @@ def _with_units(data, compute, reward, fit: SigmoidFit) -> SigmoidFit:
 
     fit.units = units_of(data, compute, reward)
     return fit
+
+
+def _robust_sigma(c, r, s, window, r0, box, loss, f_scale, max_iter=50):
+    """Iteratively reweighted exact fits for a robust loss: per-point sigma and a note."""
+    x, y = log_compute(c[window]), r[window]
+    w0 = np.ones(y.size) if s is None else 1.0 / s[window]
+    w, scale, prev = w0.copy(), f_scale, None
+    for _ in range(max_iter):
+        sol = solve_single(x, y, w, r0, box)
+        p = np.array([sol.A[0], sol.log_B[0], sol.m[0], sol.R0[0]], dtype=float)
+        res = w0 * (y - sigmoid(c[window], p[0], math.exp(p[1]), math.exp(p[2]), p[3]))
+        if scale is None:
+            scale = 1.4826 * float(np.median(np.abs(res))) or float(np.std(res)) or 1.0
+        z = np.abs(res) / scale
+        if loss == "soft_l1":
+            factor = 1.0 / np.sqrt(1.0 + z**2)
+        else:  # huber
+            factor = np.where(z <= 1.0, 1.0, 1.0 / np.maximum(z, 1e-300))
+        w = w0 * np.sqrt(factor)
+        if prev is not None and np.allclose(p, prev, rtol=1e-9, atol=1e-12):
+            break
+        prev = p
+    sigma = np.ones(c.size) if s is None else np.array(s, dtype=float)
+    sigma[window] = 1.0 / w
+    low = int(np.sum(factor < 0.5))
+    note = f"robust loss {loss} (f_scale {scale:.3g}): {low} of {y.size} points weighted below half"
+    return sigma, note
 
 
 def build_fit(
@@ -219,6 +261,9 @@ def build_fit(
         warnings.warn(message, NotConvergedWarning, stacklevel=3)
     elif notes:
         warnings.warn(message, IdentifiabilityWarning, stacklevel=3)
+    peak = detect_peak(cw, rw, params)
+    if peak:
+        message = f"{message}; {peak}"
     return SigmoidFit(
         params=params,
         stderr=stderr,
@@ -239,6 +284,49 @@ def build_fit(
         min_compute=min_compute,
         max_compute=max_compute,
         label=label,
+        peak=peak,
+    )
+
+
+# A run "peaked" when the last fifth of its window sits below the fitted curve by more than this
+# many standard errors of its mean (autocorrelation-corrected), or its smoothed curve fell that
+# far from its maximum: real RL runs rise, flatten and sag (entropy collapse, overfitting the
+# train pool), which the sigmoid cannot follow, so its ceiling overstates where the run is going.
+_PEAK_SE = 3.0
+
+
+def detect_peak(compute: np.ndarray, reward: np.ndarray, params: dict[str, float]) -> str:
+    """Say in words whether the end of the window sags below the fit or the run turned down.
+
+    Returns "" when it does not (or with fewer than 15 points in the window).
+    """
+    order = np.argsort(compute, kind="stable")
+    c, r = np.asarray(compute, float)[order], np.asarray(reward, float)[order]
+    if c.size < 15:
+        return ""
+    res = r - sigmoid(c, params["A"], params["B"], params["C_mid"], params["R0"])
+    sd = float(np.std(res, ddof=4))
+    if not sd > 0:
+        return ""
+    rho = float(np.clip(np.corrcoef(res[:-1], res[1:])[0, 1], 0.0, 0.9))
+    m = max(5, c.size // 5)
+    se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
+    tail_gap = float(np.mean(res[-m:]))
+    k = max(3, c.size // 10)
+    smooth = np.convolve(r, np.ones(k) / k, mode="valid")
+    i_peak = int(np.argmax(smooth))
+    drop = float(smooth[i_peak] - smooth[-1])
+    below = tail_gap < -_PEAK_SE * se
+    turned = i_peak < smooth.size - m and drop > _PEAK_SE * se
+    if not (below or turned):
+        return ""
+    c_peak = float(c[i_peak + k // 2])
+    latest = float(np.mean(r[-m:]))
+    side = "below" if tail_gap < 0 else "above"
+    return (
+        f"this run peaked at {smooth[i_peak]:.3g} near {c_peak:,.0f}; the fitted ceiling "
+        f"{params['A']:.3g} is not supported by the latest evaluations (the last {m} average "
+        f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
 
 

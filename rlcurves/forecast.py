@@ -2,9 +2,11 @@
 new evaluation.
 
 ``forecast(fit, at, method=...)`` turns any of the three uncertainty engines into one
-:class:`Forecast`: ``"bootstrap"`` (resampled refits; the default, with the calibrated AR(1) noise
-model, see ``benchmarks/calibration.py``), ``"profile"`` (profile likelihood of the curve value)
-and ``"mcmc"`` (emcee posterior).
+:class:`Forecast`: ``"bootstrap"`` (resampled refits; the default, an AR(1) bootstrap whose
+interval is scaled by conformal scores on finished real runs, see :mod:`rlcurves.calibrate`),
+``"profile"`` (profile likelihood of the curve value) and ``"mcmc"`` (emcee posterior).
+A fit with fewer than :data:`MIN_DOF` residual degrees of freedom gets an unbounded interval
+(the metric's whole range) that says so, never a confident one.
 """
 
 from __future__ import annotations
@@ -19,10 +21,14 @@ from numpy.typing import ArrayLike
 from .errors import RLCurvesError
 
 if TYPE_CHECKING:
+    from .calibrate import Calibration
     from .result import SigmoidFit
 
 ForecastMethod = Literal["bootstrap", "profile", "mcmc"]
 METHODS = ("bootstrap", "profile", "mcmc")
+# Residual degrees of freedom below which no interval is given: the noise cannot be estimated
+# from fewer (with 0 every resample reproduces the data exactly, an interval of width 0).
+MIN_DOF = 3
 
 
 @dataclass(eq=False)
@@ -47,7 +53,17 @@ class Forecast:
         Curve values of every bootstrap resample or posterior draw, shape ``(n_samples, n_at)``
         (``n_at = 1`` for a scalar ``at``); None for the profile method.
     info : dict
-        Method details (bootstrap kind, inflation factor, diagnostics).
+        Method details (bootstrap kind, conformal multiplier, diagnostics).
+    calibration : str
+        What calibrated the interval: the runs' name and count (the shipped real-run corpus by
+        default), or "uncalibrated" (a raw bootstrap kind, profile or mcmc).
+    calibration_n : int
+        Number of calibration scores (0 when uncalibrated).
+    unbounded : bool
+        True when the data cannot bound the interval (too few degrees of freedom): the intervals
+        are then the metric's whole range.
+    note : str
+        Warnings in words (unbounded interval, ceiling on its bound, a run that peaked).
     """
 
     at: np.ndarray | float
@@ -60,6 +76,10 @@ class Forecast:
     method: str
     samples: np.ndarray | None = None
     info: dict[str, Any] = field(default_factory=dict)
+    calibration: str = "uncalibrated"
+    calibration_n: int = 0
+    unbounded: bool = False
+    note: str = ""
 
     def to_frame(self) -> pd.DataFrame:
         """One row per forecast point: at, mean, lower, upper, prediction_lower/upper."""
@@ -79,7 +99,8 @@ class Forecast:
             for a, m, lo_, hi_ in zip(at[:3], mean[:3], lo[:3], hi[:3], strict=False)
         ]
         more = ", ..." if at.size > 3 else ""
-        return f"Forecast({self.method}, {self.level:.0%}: {'; '.join(parts)}{more})"
+        note = f"; {self.note}" if self.note else ""
+        return f"Forecast({self.method}, {self.level:.0%}: {'; '.join(parts)}{more}{note})"
 
 
 def forecast(
@@ -90,6 +111,7 @@ def forecast(
     method: ForecastMethod = "bootstrap",
     seed: int | None = None,
     progress: bool = True,
+    calibration: Calibration | None = None,
     **kwargs: Any,
 ) -> Forecast:
     """Forecast ``fit`` at compute ``at`` with calibrated intervals.
@@ -103,17 +125,22 @@ def forecast(
     level : float
         Nominal coverage of the intervals, in (0, 1).
     method : {"bootstrap", "profile", "mcmc"}
-        "bootstrap" (default): refits on resamples. Its default noise model, ``kind="calibrated"``,
-        is an AR(1) parametric bootstrap whose spread is inflated by a factor calibrated on
-        simulated runs (see :data:`rlcurves.bootstrap.CALIBRATED_INFLATION`): plain residual and
-        block bootstraps under-cover for slow run-level drift. Other kinds: ``kind="residual"``,
-        ``"block"``, ``"ar1"``, ``"wild"``, ``"pairs"``, ``"run"`` (with ``runs=``).
+        "bootstrap" (default): refits on resamples. By default (``kind="calibrated"``) an AR(1)
+        parametric bootstrap gives the run's own spread, and the interval is ``mean +- q *
+        scale`` with ``scale`` growing with the distance past the fit window and ``q`` the
+        conformal quantile of forecast errors on finished runs (``calibration``; see
+        :mod:`rlcurves.calibrate`): one run's residuals cannot see drift or a sag past its
+        window. A raw kind (``"residual"``, ``"block"``, ``"ar1"``, ``"wild"``, ``"pairs"``,
+        ``"run"`` with ``runs=``) gives the plain percentile band, marked uncalibrated.
         "profile": profile-likelihood interval of the curve value at each point (no samples).
         "mcmc": posterior draws from :func:`rlcurves.bayes.posterior`.
     seed : int, optional
         Random seed (bootstrap and mcmc).
     progress : bool
         Show progress bars.
+    calibration : Calibration, optional
+        Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
+        shipped calibration on the bundled real-run corpus (:func:`default_calibration`).
     **kwargs
         Passed to the engine: :func:`rlcurves.bootstrap.bootstrap` (``n``, ``kind``, ``runs``,
         ...), :func:`rlcurves.profile.profile_prediction` or :func:`rlcurves.bayes.posterior`.
@@ -133,15 +160,59 @@ def forecast(
         raise RLCurvesError(f"at must be finite compute values >= 0, got {at!r}")
     mean = np.asarray(fit.predict(c), dtype=float)
     rng = metric_range(fit)
+    notes = _notes(fit, c)
+
+    def out(a):
+        a = np.asarray(a, dtype=float)
+        return float(a[0]) if scalar else a
+
+    if fit.dof < MIN_DOF:
+        need = len(fit.free_params) + MIN_DOF
+        notes.insert(
+            0,
+            f"UNBOUNDED: the fit has {fit.dof} residual degrees of freedom, too few to estimate "
+            f"the noise; fit at least {need} points (or fix R0 with r0=) for an interval",
+        )
+        lo, hi = np.full(c.shape, rng[0]), np.full(c.shape, rng[1])
+        return Forecast(
+            at=out(c),
+            mean=out(mean),
+            lower=out(lo),
+            upper=out(hi),
+            prediction_lower=out(lo),
+            prediction_upper=out(hi),
+            level=level,
+            method=method,
+            unbounded=True,
+            note="; ".join(notes),
+            info={"dof": fit.dof},
+        )
+    cal_name, cal_n = "uncalibrated", 0
     if method == "bootstrap":
         from .bootstrap import bootstrap, prediction_band
 
-        kwargs.setdefault("kind", "calibrated")
+        kind = kwargs.setdefault("kind", "calibrated")
         boot = bootstrap(fit, seed=seed, progress=progress, **kwargs)
         samples = boot.curves(c)
-        lo, hi = boot.curve_band(samples, level)
-        plo, phi = prediction_band(samples, boot, level, seed)
         info = {"kind": boot.kind, "n": boot.n, **boot.info}
+        if kind == "calibrated":
+            from scipy.stats import norm
+
+            from .calibrate import default_calibration, forecast_scale, residual_sd
+
+            cal = default_calibration() if calibration is None else calibration
+            scale = forecast_scale(fit, c, samples, cal.n_eval)
+            q = cal.quantile(level)
+            half = q * scale
+            lo, hi = np.clip(mean - half, *rng), np.clip(mean + half, *rng)
+            z = float(norm.ppf((1 + level) / 2)) * residual_sd(fit)
+            phalf = np.sqrt(half**2 + z * z)
+            plo, phi = np.clip(mean - phalf, *rng), np.clip(mean + phalf, *rng)
+            cal_name, cal_n = cal.name, cal.n
+            info.update(multiplier=q, scale=scale)
+        else:
+            lo, hi = boot.curve_band(samples, level)
+            plo, phi = prediction_band(samples, boot, level, seed)
     elif method == "mcmc":
         from .bayes import posterior
 
@@ -158,10 +229,6 @@ def forecast(
         plo, phi = _widen_for_noise(fit, mean, lo, hi, level, rng)
         info = {}
 
-    def out(a):
-        a = np.asarray(a, dtype=float)
-        return float(a[0]) if scalar else a
-
     return Forecast(
         at=out(c),
         mean=out(mean),
@@ -173,7 +240,27 @@ def forecast(
         method=method,
         samples=samples,
         info=info,
+        calibration=cal_name,
+        calibration_n=cal_n,
+        note="; ".join(notes),
     )
+
+
+def _notes(fit: SigmoidFit, c: np.ndarray) -> list[str]:
+    """Warnings about forecasting beyond the data: a ceiling on its bound, a run that peaked."""
+    notes = []
+    beyond = bool(np.any(c > np.max(fit.fit_compute)))
+    lo, hi = fit.bounds.A
+    A = fit.params["A"]
+    if beyond and any(np.isfinite(b) and abs(A - b) <= 1e-9 * (1 + abs(b)) for b in (lo, hi)):
+        notes.append(
+            f"the fitted ceiling A = {A:g} sits on its bound: beyond the data the forecast is set "
+            "by the bound, not by the data"
+        )
+    peak = getattr(fit, "peak", None)
+    if beyond and peak:
+        notes.append(peak)
+    return notes
 
 
 def _widen_for_noise(fit, mean, lo, hi, level, rng):

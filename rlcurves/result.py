@@ -50,6 +50,9 @@ class SigmoidFit:
     units : dict
         What the axes are, for labels: ``{"compute": unit, "reward": column}`` (from the data's
         ``attrs`` as :func:`rlcurves.read_log` writes them; empty for bare arrays).
+    peak : str
+        "" unless the end of the window sags below the fitted curve or the run turned down; then
+        what it peaked at and where (also in ``message``; see :func:`rlcurves.fit.detect_peak`).
     """
 
     params: dict[str, float]
@@ -72,6 +75,7 @@ class SigmoidFit:
     max_compute: float | None = None
     label: str | None = None
     units: dict = field(default_factory=dict)
+    peak: str = ""
 
     # ---- parameters -------------------------------------------------------------------------
     @property

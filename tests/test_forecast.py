@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from rlcurves import RLCurvesError, fit_sigmoid, sigmoid
+from rlcurves.calibrate import default_calibration
 from rlcurves.forecast import Forecast, forecast
 
 TRUTH = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
@@ -33,10 +34,18 @@ def test_bootstrap_forecast_contract(half_budget_fit):
     # extrapolating further is less certain
     width = fc.upper - fc.lower
     assert width[1] > width[0]
-    # the interval is the samples' quantiles
-    lo, hi = np.quantile(fc.samples, [0.05, 0.95], axis=0)
-    np.testing.assert_allclose(fc.lower, lo)
-    np.testing.assert_allclose(fc.upper, hi)
+    # the default interval is mean +- q * scale, q from the shipped real-run calibration
+    q, scale = fc.info["multiplier"], fc.info["scale"]
+    assert q == default_calibration().quantile(0.9) and np.isfinite(q)
+    np.testing.assert_allclose(fc.lower, fc.mean - q * scale)
+    np.testing.assert_allclose(fc.upper, fc.mean + q * scale)
+    assert "deepgrpo_gsm8k" in fc.calibration and fc.calibration_n >= 30
+    # a raw kind is the samples' percentile band and says it is uncalibrated
+    raw = forecast(half_budget_fit, [8000.0, 16000.0], seed=0, progress=False, n=400, kind="ar1")
+    lo, hi = np.quantile(raw.samples, [0.05, 0.95], axis=0)
+    np.testing.assert_allclose(raw.lower, lo)
+    np.testing.assert_allclose(raw.upper, hi)
+    assert raw.calibration == "uncalibrated" and raw.calibration_n == 0
     assert list(fc.to_frame().columns)[:4] == ["at", "mean", "lower", "upper"]
 
 
@@ -100,21 +109,58 @@ def _simulated_run(rng, c_mid=2542.0, b=1.92, a=0.61, r0=0.30):
     return fit, budget, float(sigmoid(budget, a, b, c_mid, r0))
 
 
-def test_default_forecast_is_calibrated_on_simulated_runs():
-    # 40 fresh simulated runs (seeds unlike the calibration set's) of the paper's 8B and
-    # batch-512 parameters, each fit on half its budget. The default (calibrated) 90% interval must
-    # cover the truth 90% of the time: with 40 runs the binomial sd of the coverage is 4.7%, so
-    # [0.78, 1.0] is a 2.5-sd band. The plain residual bootstrap under-covers on the same runs
-    # (~70% in the calibration study); the calibrated one must beat it clearly.
-    rng = np.random.default_rng(20261202)
-    hits_default, hits_residual = [], []
-    for i in range(40):
+@pytest.mark.slow
+def test_default_forecast_covers_simulated_runs_at_its_level():
+    # 150 simulated runs (the paper's 8B and batch-512 parameters, binomial noise plus AR(1)
+    # drift), fit on half the budget, forecast at the full budget on the DEFAULT path (AR(1)
+    # bootstrap scaled by the shipped real-run calibration, which never saw these runs). With
+    # 150 runs the coverage's binomial sd is 2.4% at 90% and 3.5% at 75%: a 90% interval gives
+    # >= 0.84 with probability > 99%, a 75% one with probability < 5%. (It over-covers here, ~97%:
+    # real runs leave the sigmoid more than these simulations do.) The plain residual bootstrap on
+    # the same runs must do clearly worse.
+    rng = np.random.default_rng(20261203)
+    hits_default, hits_residual, widths = [], [], []
+    for i in range(150):
         params = (2542.0, 1.92, 0.61) if i % 2 == 0 else (2818.0, 1.77, 0.605)
         fit, budget, truth = _simulated_run(rng, *params)
-        kw = dict(seed=i, progress=False, n=200, guard="none")
+        kw = dict(seed=i, progress=False, n=200)  # default guard, default kind
         fc = forecast(fit, budget, **kw)
         plain = forecast(fit, budget, kind="residual", **kw)
         hits_default.append(fc.lower <= truth <= fc.upper)
         hits_residual.append(plain.lower <= truth <= plain.upper)
-    assert 0.78 <= np.mean(hits_default) <= 1.0
+        widths.append(fc.upper - fc.lower)
+    assert np.mean(hits_default) >= 0.84
+    # and still useful: the issue's bar is a mean width of about 0.07 on a pass rate at half budget
+    assert np.mean(widths) < 0.08
     assert np.mean(hits_default) >= np.mean(hits_residual) + 0.075
+
+
+def test_no_interval_from_no_degrees_of_freedom():
+    # 4 points, 4 parameters: nothing is left to estimate the noise from. The forecast must not
+    # come back as a confident zero-width interval: it is the whole pass-rate range, flagged.
+    c = np.array([100.0, 400.0, 1600.0, 6400.0])
+    y = sigmoid(c, 0.6, 1.5, 800.0, 0.3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, y)
+    assert fit.dof == 0
+    for kw in ({}, {"kind": "residual"}, {"method": "profile"}):
+        fc = forecast(fit, [6400.0, 20000.0], progress=False, seed=0, **kw)
+        assert fc.unbounded and "UNBOUNDED" in fc.note and "at least 7 points" in fc.note
+        np.testing.assert_array_equal(fc.lower, [0.0, 0.0])
+        np.testing.assert_array_equal(fc.upper, [1.0, 1.0])
+        assert np.all(fc.upper - fc.lower > 0)
+
+
+def test_a_ceiling_on_its_bound_is_said_beyond_the_data():
+    rng = np.random.default_rng(5)
+    c = np.linspace(0, 8000, 41)
+    y = np.clip(sigmoid(c, 1.0, 1.2, 9000.0, 0.2) + rng.normal(0, 0.005, c.size), 0, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, y, min_compute=500)
+    assert fit.A == pytest.approx(1.0)
+    fc = forecast(fit, [4000.0, 16000.0], progress=False, seed=0, n=200)
+    assert "sits on its bound" in fc.note
+    inside = forecast(fit, 4000.0, progress=False, seed=0, n=200)
+    assert "bound" not in inside.note

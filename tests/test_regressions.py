@@ -74,3 +74,75 @@ def test_bootstrap_of_runs_without_an_s_curve_does_not_overflow():
         cmp = compare(fits, baseline="scalerl", n_samples=400, seed=0)
     for name, draws in cmp.samples.items():
         assert np.isfinite(draws[["A", "B", "C_mid", "R0"]].to_numpy()).all(), name
+
+
+def test_zero_width_forecast_from_four_points_and_four_parameters():
+    # issue 12: a 4-point fit of 4 parameters came back with intervals of width 0
+    from rlcurves import fit_sigmoid, forecast, sigmoid
+
+    c = np.array([250.0, 500.0, 1000.0, 2000.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, sigmoid(c, 0.62, 1.1, 700.0, 0.4))
+    fc = forecast(fit, 4000.0, progress=False, seed=0)
+    assert fc.unbounded and fc.upper - fc.lower == 1.0 and "at least 7 points" in fc.note
+
+
+def test_a_corpus_run_that_sags_is_reported_as_peaked():
+    # issue 12: real runs rise, flatten and sag; the fit must say its ceiling is not supported
+    from rlcurves import fit_sigmoid, forecast
+    from rlcurves.calibrate import load_corpus
+
+    run = load_corpus()["Qwen2.5-0.5B-Instruct-GSM8K-CRPO-sp-p1-b8-gamma2.0-lam2.0-01161659"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(run["compute"], run["reward"])
+    assert fit.peak.startswith("this run peaked at 0.657 near 1,895")
+    assert "not supported by the latest evaluations" in fit.message
+    assert "peaked" in fit.summary()
+    fc = forecast(fit, 6000.0, progress=False, seed=0, n=200)
+    assert "peaked" in fc.note and "peaked" in repr(fc)
+
+
+def test_a_simulated_rise_and_fall_is_reported_as_peaked_and_a_clean_rise_is_not():
+    from rlcurves import fit_sigmoid, sigmoid
+
+    rng = np.random.default_rng(12)
+    c = np.linspace(0, 5000, 101)
+    rise = sigmoid(c, 0.7, 1.8, 1200.0, 0.3)
+    fall = rise - 0.06 * np.clip((c - 3000) / 2000, 0, None)  # sags by 0.06 over the last 40%
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sagging = fit_sigmoid(c, fall + rng.normal(0, 0.008, c.size))
+        assert "this run peaked at" in sagging.peak and "peaked" in sagging.message
+        # no false alarm on 50 clean sigmoid runs with the same noise (3-se threshold)
+        alarms = [bool(fit_sigmoid(c, rise + rng.normal(0, 0.008, c.size)).peak) for _ in range(50)]
+    assert sum(alarms) <= 2
+
+
+def test_isolated_bad_evaluations_pull_least_squares_but_not_the_robust_loss():
+    # issue 12 (robust loss): three crashed evaluations (0.15 low) in a 73-point window drag the
+    # least-squares ceiling and shape; soft-L1 and Huber keep them near the clean fit, and on clean
+    # data they agree with least squares (benchmarks/robust_loss.py measures it on 200 runs)
+    import pytest
+
+    from rlcurves import RLCurvesError
+
+    rng = np.random.default_rng(0)
+    c = np.linspace(0, 16000, 81)
+    y = sigmoid(c, 0.61, 1.92, 2542.0, 0.3) + rng.normal(0, 0.008, c.size)
+    bad = y.copy()
+    bad[[40, 50, 60]] -= 0.15
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        clean = fit_sigmoid(c, y, min_compute=1500)
+        ls = fit_sigmoid(c, bad, min_compute=1500)
+        for loss in ("soft_l1", "huber"):
+            robust = fit_sigmoid(c, bad, min_compute=1500, loss=loss)
+            assert abs(robust.C_mid - clean.C_mid) < abs(ls.C_mid - clean.C_mid) / 5
+            assert abs(robust.B - clean.B) < 0.1 < abs(ls.B - clean.B)
+            assert "3 of 73 points weighted below half" in robust.message
+            same = fit_sigmoid(c, y, min_compute=1500, loss=loss)
+            assert abs(same.A - clean.A) < 0.002
+    with pytest.raises(RLCurvesError, match="loss must be"):
+        fit_sigmoid(c, y, loss="l2")
