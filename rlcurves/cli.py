@@ -352,6 +352,12 @@ def _forecast_lines(fc, observed: dict[float, float] | None = None, unit: str | 
         if observed and float(c) in observed:
             line += f"   observed {observed[float(c)]:.3f}"
         lines.append(line)
+    calibration = getattr(fc, "calibration", "")
+    if calibration:
+        n = getattr(fc, "calibration_n", 0)
+        lines.append(f"    calibration: {calibration}" + (f" ({n} scores)" if n else ""))
+    if getattr(fc, "note", ""):
+        lines.append(f"    note: {cli_words(fc.note)}")
     return lines
 
 
@@ -387,6 +393,10 @@ def cmd_forecast(args: argparse.Namespace) -> int:
                 "fit": fit.to_dict(),
                 "compute_unit": unit,
                 "forecast": _records(fc.to_frame()),
+                "calibration": fc.calibration,
+                "calibration_n": fc.calibration_n,
+                "unbounded": bool(fc.unbounded),
+                "note": cli_words(fc.note),
             }
             if target is not None:
                 item["target"] = target.to_dict()

@@ -193,3 +193,19 @@ def test_point8_backtest_explains_its_coverage_line(capsys):
     out = capsys.readouterr().out
     assert "last observation" in out and "prediction interval" in out
     assert "one run checks little" in out
+
+
+def test_forecast_cli_says_what_calibrated_the_interval_and_its_warnings(tmp_path, capsys):
+    """The forecast's calibration and notes (issue 12) reach the CLI, in flags' words."""
+    assert main(["forecast", str(WIDE), "--reward", "8b", "--at", "8000", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "calibration: " in out and "scores)" in out
+    # four points, four parameters: the interval is unbounded and the note says how to fix it
+    path = tmp_path / "four.csv"
+    pd.DataFrame(
+        {"gpu_hours": [100, 200, 400, 800], "val_pass_rate": [0.2, 0.3, 0.45, 0.5]}
+    ).to_csv(path, index=False)
+    assert main(["forecast", str(path), "--at", "1600", "--json", "-q"]) == 0
+    item = json.loads(capsys.readouterr().out)
+    assert item["unbounded"] is True
+    assert "UNBOUNDED" in item["note"] and "r0=" not in item["note"]
