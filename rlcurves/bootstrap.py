@@ -35,7 +35,7 @@ from numpy.typing import ArrayLike
 from .errors import RLCurvesError
 from .model import PARAM_NAMES, fraction_of_gain, jacobian_internal, log_compute
 from .model import sigmoid as sigmoid_curve
-from .solver import BatchSolution, Bounds, solve_batch, theta_box
+from .solver import BatchSolution, Bounds, solve_batch, warm_refit
 
 if TYPE_CHECKING:
     from .result import SigmoidFit
@@ -509,7 +509,7 @@ def bootstrap(
         if yk is None:  # pairs/run: the data stay, the weights carry the multiplicities
             yk = np.broadcast_to(y, (k, c.size)).copy()
             wk = _ensure_enough_points(wk, n_free, rng, kind, run_labels, w)
-        sol = warm_solve(x, yk, wk, r0, fit.bounds, p, info)
+        sol = warm_solve(x, yk, wk, r0, fit.bounds, p)
         if guard != "none":
             _guard_basins(sol, x, yk, wk, r0, fit.bounds, guard, guard_rng, info)
         out["A"].append(sol.A)
@@ -534,107 +534,15 @@ def bootstrap(
     )
 
 
-def warm_solve(x, y, w, r0, bounds: Bounds, params: dict, info: dict) -> BatchSolution:
-    """Refit every resample from the original optimum: batched Levenberg-Marquardt in the full
-    parameters with the analytic Jacobian (resamples sit near the original optimum, so a few
-    quadratically converging steps suffice); rows that stop on a bound, leave the search box or
-    do not converge go to the bounded variable-projection solver, warm-started as well.
+def warm_solve(x, y, w, r0, bounds: Bounds, params: dict) -> BatchSolution:
+    """Refit every resample from the original optimum (:func:`rlcurves.solver.warm_refit`: the
+    compiled batched Levenberg-Marquardt in the full parameters; resamples sit near the original
+    optimum, so a few quadratically converging steps suffice); rows that stop on a bound, leave
+    the search box or do not converge go to the bounded variable-projection solver, warm-started
+    as well.
     """
-    k, n = y.shape
-    free_r0 = r0 is None
-    cols = [0, 1, 2, 3] if free_r0 else [0, 2, 3]
-    start = np.array([params["A"], params["R0"], math.log(params["B"]), math.log(params["C_mid"])])
-    P = np.tile(start, (k, 1))  # A, R0, log B, m
-    lo, hi, _ = theta_box(np.where(w > 0, np.broadcast_to(x, (k, n)), np.nan))
-
-    x_full = np.broadcast_to(x, (k, n))
-    dx_base = np.where(np.isneginf(x_full), 0.0, x_full)  # C = 0: s = 0 and no slope in x
-
-    def evaluate(P, rows):
-        s = fraction_of_gain(x_full[rows], np.exp(P[:, 2:3]), P[:, 3:4])
-        return s, w[rows] * (y[rows] - P[:, 1:2] - (P[:, 0:1] - P[:, 1:2]) * s)
-
-    s_all, r_all = evaluate(P, slice(None))
-    cost = np.sum(r_all * r_all, axis=1)
-    lam = np.full(k, 1e-4)
-    active = np.ones(k, dtype=bool)
-    converged = np.zeros(k, dtype=bool)
-    eye = np.eye(len(cols))
-    J_buffer = np.empty((len(cols), k, n))
-    for _ in range(60):
-        idx = np.flatnonzero(active)
-        if idx.size == 0:
-            break
-        Pa, sa, ra, wa = P[idx], s_all[idx], r_all[idx], w[idx]
-        # Jacobian of the weighted curve in (A, R0, log B, m), one contiguous (rows, n) block per
-        # parameter; one exp per iteration (s is reused from the last accepted step)
-        Jc = J_buffer[:, : idx.size]  # (p, rows, n)
-        one_minus = 1.0 - sa
-        gain_b = (Pa[:, 0:1] - Pa[:, 1:2]) * np.exp(Pa[:, 2:3]) * wa
-        gain_b *= sa
-        gain_b *= one_minus
-        np.multiply(sa, wa, out=Jc[0])
-        j = 1
-        if free_r0:
-            np.multiply(one_minus, wa, out=Jc[1])
-            j = 2
-        np.multiply(gain_b, dx_base[idx] - Pa[:, 3:4], out=Jc[j])
-        np.negative(gain_b, out=Jc[j + 1])
-        JtJ = np.einsum("ikn,jkn->kij", Jc, Jc)
-        g = np.einsum("ikn,kn->ki", Jc, ra)
-        diag = np.diagonal(JtJ, axis1=1, axis2=2)
-        H = JtJ + lam[idx, None, None] * (diag[:, None, :] * eye + 1e-300)
-        with np.errstate(all="ignore"):
-            try:
-                step = np.linalg.solve(H, g[..., None])[..., 0]
-            except np.linalg.LinAlgError:
-                step = np.full_like(g, np.nan)
-        step = np.nan_to_num(step)
-        trial = Pa.copy()
-        trial[:, cols] += step
-        # in the search box: a step-like resample would otherwise send log B past exp's range
-        # (rows that end on the box go to the bounded solver below)
-        trial[:, 2:] = np.clip(trial[:, 2:], lo[idx], hi[idx])
-        s_t, r_t = evaluate(trial, idx)
-        cost_t = np.sum(r_t * r_t, axis=1)
-        better = np.isfinite(cost_t) & (cost_t <= cost[idx])
-        gain = np.where(better, cost[idx] - cost_t, 0.0)
-        # at the optimum a step may fail to lower the cost only by rounding: also converged
-        flat = ~better & (np.abs(cost_t - cost[idx]) <= 1e-13 * cost[idx])
-        moved = idx[better]
-        P[moved], s_all[moved], r_all[moved] = trial[better], s_t[better], r_t[better]
-        cost[moved] = cost_t[better]
-        lam[idx] = np.where(better, lam[idx] / 4.0, lam[idx] * 8.0)
-        small = np.max(np.abs(step) / (1.0 + np.abs(Pa[:, cols])), axis=1) < 1e-10
-        done = better & ((gain <= 1e-14 * cost[idx]) | small) | flat
-        converged[idx[done]] = True
-        active[idx[done | (lam[idx] > 1e8)]] = False
-    inside = (
-        converged
-        & (P[:, 0] > bounds.A[0])
-        & (P[:, 0] < bounds.A[1])
-        & np.all((P[:, 2:] > lo) & (P[:, 2:] < hi), axis=1)
-    )
-    if free_r0:
-        inside &= (P[:, 1] > bounds.R0[0]) & (P[:, 1] < bounds.R0[1])
-    sol = BatchSolution(
-        A=P[:, 0].copy(),
-        R0=np.full(k, r0) if not free_r0 else P[:, 1].copy(),
-        log_B=P[:, 2].copy(),
-        m=P[:, 3].copy(),
-        rss=cost,
-        converged=inside.copy(),
-        at_theta_bound=np.zeros(k, dtype=bool),
-        iterations=np.zeros(k, dtype=int),
-    )
-    rest = np.flatnonzero(~inside)
-    info["warm_fallbacks"] = info.get("warm_fallbacks", 0) + int(rest.size)
-    if rest.size:
-        theta0 = np.tile(start[2:], (rest.size, 1))
-        alt = solve_batch(x, y[rest], w[rest], r0, bounds, theta0=theta0)
-        for attr in ("A", "R0", "log_B", "m", "rss", "converged", "at_theta_bound"):
-            getattr(sol, attr)[rest] = getattr(alt, attr)
-    return sol
+    start = (params["A"], params["R0"], math.log(params["B"]), math.log(params["C_mid"]))
+    return warm_refit(x, y, w, r0, bounds, start)
 
 
 _GRID_B_TIMES_SPAN = np.geomspace(0.3, 60.0, 14)  # the solver's start grid, in units of the span
