@@ -465,16 +465,7 @@ def posterior(
     # with three standard errors of spread, so ensembles that have not mixed disagree (R-hat)
     # instead of agreeing by construction
     start = np.concatenate(
-        [
-            _initial_walkers(
-                rng,
-                _dispersed_center(rng, center, 30.0 * spread, log_prob),
-                spread,
-                n_walkers,
-                log_prob,
-            )
-            for _ in range(n_ensembles)
-        ]
+        [_ensemble_start(rng, center, spread, n_walkers, log_prob) for _ in range(n_ensembles)]
     )
     # One emcee sampler holds every ensemble as a block of walkers; the move below only ever
     # pairs walkers of the same block, so the ensembles stay independent (R-hat across them is
@@ -677,6 +668,16 @@ def _start_spread(fit: SigmoidFit, center: np.ndarray) -> np.ndarray:
         ok = math.isfinite(value) and value > 0
         out.append(0.1 * min(value, 0.5 * (1 + abs(c))) if ok else 1e-3 * (1 + abs(c)))
     return np.array(out)
+
+
+def _ensemble_start(rng, center, spread, n_walkers, log_prob) -> np.ndarray:
+    """Walkers of one ensemble around its own over-dispersed point (30 start spreads, i.e. three
+    standard errors, out); around the optimum where no ball fits inside the prior there."""
+    point = _dispersed_center(rng, center, 30.0 * spread, log_prob)
+    try:
+        return _initial_walkers(rng, point, spread, n_walkers, log_prob)
+    except RLCurvesError:
+        return _initial_walkers(rng, center, spread, n_walkers, log_prob)
 
 
 def _dispersed_center(rng, center, scale, log_prob) -> np.ndarray:
