@@ -113,7 +113,7 @@ def test_calibrated_draws_are_the_ar1_draws_inflated(half_fit):
     from rlcurves._samples import inflation_factor, parameter_samples
     from rlcurves.bootstrap import CALIBRATED_INFLATION
 
-    raw = parameter_samples(half_fit, 200, kind="ar1", seed=4)
+    raw = parameter_samples(half_fit, 200, kind="ar1", seed=4, inflation=1.0)
     cal = parameter_samples(half_fit, 200, kind="calibrated", seed=4, level=0.9)
     factor = inflation_factor(CALIBRATED_INFLATION, 0.9)
     inside = (cal["A"] > 0) & (cal["A"] < 1)  # clipped draws excepted
