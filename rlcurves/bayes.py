@@ -698,6 +698,8 @@ def _initial_walkers(rng, center, spread, n_walkers, log_prob) -> np.ndarray:
         bad = ~np.isfinite(log_prob(start))
         if not bad.any():
             return start
-        # shrink toward the optimum (which may sit on a bound, e.g. A = 1)
-        start[bad] = center + 0.5 * (start[bad] - center)
+        # mirror through the optimum, then shrink toward it: the optimum may sit on a bound
+        # (A = 1, R0 = 0), where only the deviations pointing inside are in the support
+        flip = -1.0 if _ % 2 == 0 else 0.5
+        start[bad] = center + flip * (start[bad] - center)
     raise RLCurvesError("could not place the walkers inside the prior support around the fit")
