@@ -33,7 +33,7 @@ import warnings
 import numpy as np
 from tqdm.auto import tqdm
 
-from rlcurves import compare, fit_runs, fit_sigmoid, sigmoid
+from rlcurves import RLCurvesError, compare, fit_runs, fit_sigmoid, sigmoid
 from rlcurves._samples import PARAMETER_INFLATION, parameter_samples
 
 from ._common import save
@@ -168,12 +168,17 @@ def mcmc_part(n_runs, seed0):
         rng = np.random.default_rng([seed0, i, 11])
         c_mid, b, a = PAPER_SETS[i % len(PAPER_SETS)]
         fit = fit_run(*simulate(rng, c_mid, b, a))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            post = posterior(fit, seed=i, progress=False, target_ess=1000, max_steps=4000)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                post = posterior(fit, seed=i, progress=False, target_ess=1000, max_steps=4000)
+        except RLCurvesError:  # could not start: a failure too, reported
+            failed += 1
+            continue
         failed += not post.converged
         rhats.append(max(post.rhat.values()))
-    return {"runs": n_runs, "not converged": failed, "max R-hat": float(np.max(rhats))}
+    top = float(np.max(rhats)) if rhats else math.nan
+    return {"runs": n_runs, "not converged": failed, "max R-hat": top}
 
 
 def main(argv=None):
