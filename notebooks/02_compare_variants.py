@@ -181,16 +181,16 @@ Markdown(
 # - **PPO-off-policy-8 and PipelineRL-8 learned far less per token** at the demo's learning
 #   rate: eight policy versions of staleness on a 0.8M-parameter model that moves fast per step.
 #   PPO-off-policy's evaluations wander around the start, so no S-curve exists to fit: `compare`
-#   says "not compared" rather than rank a step function. PipelineRL's ceiling is lower with the
-#   probability printed above, short of the 0.95 a 90% two-sided verdict needs. The token axis
-#   charges asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for
-#   (no idle generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to
-#   measure.
-# - **Everything else is within noise of the recipe**: DAPO's loss, prompt-level adv std,
-#   no zero-variance filter and batch 64 share the recipe's ceiling within the paper's 0.02
-#   margin, and their Bs' intervals overlap. Sample-level aggregation and batch 16 have not
-#   settled by 600 steps (batch 16 has seen half the tokens), so their A intervals run up to the
-#   bound of 1: more compute, not a better fit, would decide them.
+#   says "not compared" rather than rank a step function. PipelineRL's ceiling is not settled: the
+#   interval of its difference in A runs from far below the recipe's to above it. The token axis
+#   charges asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for (no idle
+#   generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to measure.
+# - **Everything else is not settled against the recipe**: for DAPO's loss, prompt-level adv
+#   std, no zero-variance filter and batch 64 the interval of the difference in A spans more than
+#   the paper's +-0.02 margin, so `compare` shows neither a difference nor the same ceiling, and
+#   their Bs' intervals overlap. Sample-level aggregation and batch 16 have not settled by 600
+#   steps (batch 16 has seen half the tokens), so their A intervals run up to the bound of 1: more
+#   compute, not a better fit, would decide them.
 #
 # With the evaluation noise printed above, the paper could tell 0.02 apart on A only with 1,000
 # prompts x 16 samples, runs of 16k GPU-hours, and its seed-to-seed check.

@@ -25,14 +25,27 @@ SampleMethod = Literal["bootstrap", "normal"]
 SAMPLE_METHODS = ("bootstrap", "normal")
 
 
+# Spread factor of the parameter draws, one per parameter on the scale it is sampled on (A and R0
+# linear, B and C_mid in log), the same for every interval level so that a probability computed
+# from the draws never depends on the level asked for. Measured, not borrowed from the forecast's
+# factor: the raw AR(1) bootstrap's parameter intervals on simulated runs (binomial mean@16 noise
+# plus AR(1) drift, the paper's parameter sets) and the false-verdict rates of compare on
+# identical-recipe pairs are in benchmarks/compare_calibration.py, which prints the factor that
+# makes each parameter's 90% interval cover 90% (``--calibrate``).
+# fitted by `python -m benchmarks.compare_calibration --calibrate` (200 runs, seed 1)
+PARAMETER_INFLATION: dict[str, float] = {"A": 1.6, "B": 1.51, "C_mid": 1.32, "R0": 1.12}
+PARAMETER_KIND = "ar1"
+
+
 def parameter_samples(
     fit: SigmoidFit,
     n: int = 1000,
     *,
     method: SampleMethod = "bootstrap",
     seed: int | None = 0,
-    kind: str = "calibrated",
-    level: float = 0.9,
+    kind: str = PARAMETER_KIND,
+    level: float | None = None,
+    inflation: dict[str, float] | float | None = None,
 ) -> pd.DataFrame:
     """``n`` draws of the fit's parameters, a DataFrame with columns ``A, B, C_mid, R0``.
 
@@ -43,28 +56,35 @@ def parameter_samples(
     n : int
         Number of draws.
     method : {"bootstrap", "normal"}
-        "bootstrap": refits on resamples (``kind`` selects the scheme; the default,
-        "calibrated", is the one :func:`rlcurves.forecast.forecast` uses, so intervals here and
-        there agree: its spread inflation at ``level`` is applied to the draws, in log scale
-        for B and C_mid so they stay positive). "normal": the asymptotic
-        normal approximation (fast, symmetric in log B and log C_mid; poor when a parameter is
-        weakly identified).
+        "bootstrap": refits on resamples of the raw ``kind`` (default "ar1"), their deviations
+        from the estimate scaled by :data:`PARAMETER_INFLATION` on the sampled scale and kept in
+        the fit's bounds. "normal": the asymptotic normal approximation in
+        ``(A, log B, log C_mid, R0)`` (fast; poor when a parameter is weakly identified), not
+        inflated.
     seed : int, optional
         Random seed (draws are reproducible with a seed).
     kind : str
-        Bootstrap scheme, see :func:`rlcurves.bootstrap.bootstrap`.
-    level : float
-        The interval level the draws will serve: the calibrated kind's inflation may depend on
-        it. One factor for all draws keeps the joint shape of the parameters (the bootstrap's
-        own rank-wise inflation is per parameter).
+        Bootstrap scheme, see :func:`rlcurves.bootstrap.bootstrap` (a raw one: the draws do not
+        use the forecast's calibrated inflation).
+    level : float, optional
+        Used only by an explicit ``kind="calibrated"`` (the forecast's level-wise factor, for the
+        forecast helpers); otherwise ignored: the draws are the same whatever interval is asked
+        of them, so probabilities from them do not depend on a level.
+    inflation : dict or float, optional
+        Override of :data:`PARAMETER_INFLATION` (1.0: the raw draws).
     """
     if method == "bootstrap":
         from .bootstrap import bootstrap
 
         result = bootstrap(fit, n, kind=kind, seed=seed, progress=False)
         draws = result.samples[list(PARAM_NAMES)].reset_index(drop=True)
-        factor = inflation_factor(getattr(result, "inflation", 1.0), level)
-        return inflate(draws, fit.params, factor, bounds=fit.bounds)
+        if kind == "calibrated" and inflation is None:
+            # asked for by name: the forecast's own factor at ``level`` (forecast helpers only;
+            # compare never uses it, its draws must not depend on a level)
+            factors = inflation_factor(result.inflation, 0.9 if level is None else level)
+        else:
+            factors = PARAMETER_INFLATION if inflation is None else inflation
+        return inflate(draws, fit.params, factors, bounds=fit.bounds)
     if method == "normal":
         return normal_samples(fit, n, seed=seed)
     raise RLCurvesError(f"unknown sampling method {method!r}; choose one of {list(SAMPLE_METHODS)}")
@@ -78,20 +98,25 @@ def inflation_factor(inflation: float | dict, level: float) -> float:
     return float(np.interp(level, levels, [inflation[k] for k in levels]))
 
 
-def inflate(draws: pd.DataFrame, estimate: dict, factor: float, bounds=None) -> pd.DataFrame:
+def inflate(
+    draws: pd.DataFrame, estimate: dict, factor: float | dict[str, float], bounds=None
+) -> pd.DataFrame:
     """Scale every draw's deviation from ``estimate`` by ``factor`` (log scale for B, C_mid).
 
-    A and R0 are then clipped to the fit's box ``bounds`` (a pass rate stays in [0, 1]).
+    ``factor`` is one number or one per parameter. A and R0 are then clipped to the fit's box
+    ``bounds`` (a pass rate stays in [0, 1]); B and C_mid stay positive through the log scale.
     """
-    if factor == 1.0:
+    factors = factor if isinstance(factor, dict) else dict.fromkeys(PARAM_NAMES, float(factor))
+    if all(factors.get(p, 1.0) == 1.0 for p in PARAM_NAMES):
         return draws
     out = draws.copy()
     for p in PARAM_NAMES:
+        k = float(factors.get(p, 1.0))
         if p in ("B", "C_mid"):
             center = np.log(estimate[p])
-            out[p] = np.exp(center + factor * (np.log(draws[p]) - center))
+            out[p] = np.exp(center + k * (np.log(draws[p]) - center))
         else:
-            out[p] = estimate[p] + factor * (draws[p] - estimate[p])
+            out[p] = estimate[p] + k * (draws[p] - estimate[p])
     if bounds is not None:
         out["A"] = out["A"].clip(*bounds.A)
         out["R0"] = out["R0"].clip(*bounds.R0)

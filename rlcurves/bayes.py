@@ -20,9 +20,10 @@ within five spans of the data in log compute), i.e. broad and scale-free.
 Sampling: ``n_ensembles`` independent emcee ensembles, each vectorized across its walkers
 (``vectorize=True``), in (A, log B, log C_mid[, R0]). They run in blocks until every ensemble has
 N > 50 integrated autocorrelation times after burn-in and the effective sample size reaches
-``target_ess`` for every parameter, or ``max_steps`` is reached, in which case ``converged`` is
-False and ``message`` and a warning say so. R-hat compares the independent ensembles (walkers of
-one ensemble are not independent chains).
+``target_ess`` (the smaller of the bulk and tail ESS) for every parameter and the split
+rank-normalized R-hat is below ``max_rhat``, or ``max_steps`` is reached, in which case
+``converged`` is False and ``message`` and a warning say so. Each ensemble starts in its own ball
+around a point three standard errors out (over-dispersed starts), so R-hat can fail.
 """
 
 from __future__ import annotations
@@ -140,13 +141,16 @@ class Posterior:
     tau : dict
         Integrated autocorrelation time (steps) per parameter, the largest over ensembles.
     ess : dict
-        Effective sample size per parameter (all walkers and ensembles).
+        Effective sample size per parameter: the smaller of ArviZ's bulk and tail ESS (without
+        arviz, emcee's ``draws / tau``).
     acceptance_fraction : float
         Mean acceptance fraction over all walkers.
     rhat : dict
-        Gelman-Rubin R-hat per parameter across the independent ensembles.
+        Split rank-normalized R-hat per parameter over every walker's chain, the ensembles
+        started over-dispersed (ArviZ's ``rhat``, matched by :func:`split_rank_rhat`).
     converged : bool
-        True when every ensemble ran more than 50 tau after burn-in and ``ess`` reached the target.
+        True when every ensemble ran more than 50 tau after burn-in, ``ess`` (the smaller of the
+        bulk and tail ESS) reached the target and every R-hat is below ``max_rhat``.
     message : str
         The convergence verdict in words.
     priors : dict
@@ -319,7 +323,9 @@ class _LogProb:
 
 
 def _gelman_rubin(chains: list[np.ndarray]) -> np.ndarray:
-    """R-hat across independent ensembles; each entry (draws, dim) pooled over walkers."""
+    """Classical R-hat across chains; each entry (draws, dim). Kept for reference: it has one
+    degree of freedom between two ensembles and no power against chains that differ in spread
+    or tails, so :func:`split_rank_rhat` is what the posterior reports."""
     means = np.array([c.mean(axis=0) for c in chains])
     within = np.mean([c.var(axis=0, ddof=1) for c in chains], axis=0)
     n = min(c.shape[0] for c in chains)
@@ -327,6 +333,48 @@ def _gelman_rubin(chains: list[np.ndarray]) -> np.ndarray:
     var_hat = (n - 1) / n * within + between_over_n
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.sqrt(var_hat / within)
+
+
+def _rank_normalize(x: np.ndarray) -> np.ndarray:
+    """Normal scores of the pooled ranks (Blom's offset), shaped like ``x`` (chains, draws)."""
+    from scipy.special import ndtri
+    from scipy.stats import rankdata
+
+    r = rankdata(x, axis=None).reshape(x.shape)
+    return ndtri((r - 0.375) / (x.size + 0.25))
+
+
+def _basic_rhat(x: np.ndarray) -> float:
+    n = x.shape[1]
+    within = np.mean(np.var(x, axis=1, ddof=1))
+    var_hat = (n - 1) / n * within + np.var(np.mean(x, axis=1), ddof=1)
+    return float(np.sqrt(var_hat / within)) if within > 0 else math.inf
+
+
+def split_rank_rhat(x: ArrayLike) -> float:
+    """Split, rank-normalized R-hat (Vehtari et al. 2021; ArviZ's ``rhat(method="rank")``).
+
+    ``x`` is (chains, draws). Each chain is split in halves (a trend within a chain shows), the
+    pooled draws are replaced by their normal scores (heavy tails cannot hide), and the larger of
+    the bulk R-hat and the R-hat of the folded draws ``|x - median|`` (chains that differ in
+    spread) is returned.
+    """
+    x = np.asarray(x, dtype=float)
+    half = x.shape[1] // 2
+    split = np.concatenate([x[:, :half], x[:, x.shape[1] - half :]], axis=0)
+    if not np.all(np.isfinite(split)) or np.ptp(split) == 0:
+        return math.nan
+    bulk = _basic_rhat(_rank_normalize(split))
+    folded = np.abs(split - np.median(split))
+    tail = _basic_rhat(_rank_normalize(folded))
+    return max(bulk, tail)
+
+
+def ess_bulk_tail(x: np.ndarray) -> tuple[float, float]:
+    """Bulk and tail effective sample sizes of (chains, draws), ArviZ's (needs arviz)."""
+    import arviz as az
+
+    return float(az.ess(x, method="bulk")), float(az.ess(x, method="tail"))
 
 
 def posterior(
@@ -344,6 +392,7 @@ def posterior(
     block_steps: int = 250,
     max_steps: int = 20000,
     keep_chains: bool = True,
+    max_rhat: float = 1.01,
 ) -> Posterior:
     """Sample the posterior of ``fit``'s parameters with emcee.
 
@@ -372,6 +421,9 @@ def posterior(
         Steps per block between convergence checks, and the most steps per ensemble.
     keep_chains : bool
         Keep the raw chains (for :meth:`Posterior.to_arviz`).
+    max_rhat : float
+        ``converged`` also needs the split rank-normalized R-hat of every parameter below this
+        (Vehtari et al. 2021 advise 1.01).
 
     Returns
     -------
@@ -409,8 +461,11 @@ def posterior(
         [fit.A, math.log(fit.B), math.log(fit.C_mid)] + ([fit.R0] if fit.r0_fixed is None else [])
     )
     spread = _start_spread(fit, center)
+    # over-dispersed starts: every ensemble begins in its own small ball around a point drawn
+    # with three standard errors of spread, so ensembles that have not mixed disagree (R-hat)
+    # instead of agreeing by construction
     start = np.concatenate(
-        [_initial_walkers(rng, center, spread, n_walkers, log_prob) for _ in range(n_ensembles)]
+        [_ensemble_start(rng, center, spread, n_walkers, log_prob) for _ in range(n_ensembles)]
     )
     # One emcee sampler holds every ensemble as a block of walkers; the move below only ever
     # pairs walkers of the same block, so the ensembles stay independent (R-hat across them is
@@ -436,7 +491,7 @@ def posterior(
         if bar is not None:
             bar.update(n_block)
         blocks = _split(sampler.get_chain(), n_ensembles)
-        verdict = _check(blocks, steps, target_ess, min_tau_multiple, n_walkers)
+        verdict = _check(blocks, steps, target_ess, min_tau_multiple, n_walkers, max_rhat)
         if verdict["done"]:
             break
     if bar is not None:
@@ -451,23 +506,25 @@ def posterior(
         noise_draws = np.sqrt(rss / rng.chisquare(fit.n, size=rss.size))
     else:
         noise_draws = np.ones(len(samples))
-    rhat = _gelman_rubin([c.reshape(-1, ndim) for c in chains])
+    rhat, ess_bulk, ess_tail = verdict["rhat"], verdict["ess_bulk"], verdict["ess_tail"]
     tau = verdict["tau"]
-    ess = {name: float(pooled.shape[0] / tau[i]) for i, name in enumerate(free)}
+    ess = {name: float(min(ess_bulk[i], ess_tail[i])) for i, name in enumerate(free)}
     acceptance = float(np.mean(sampler.acceptance_fraction))
     converged = bool(verdict["done"])
     if converged:
         message = (
             f"converged: {steps - burn} steps after burn-in = "
             f"{(steps - burn) / tau.max():.0f} autocorrelation times (> {min_tau_multiple:g}), "
-            f"min ESS {min(ess.values()):.0f}, max R-hat {np.max(rhat):.3f}"
+            f"min bulk/tail ESS {min(ess.values()):.0f}, max split rank R-hat "
+            f"{np.nanmax(rhat):.3f} (< {max_rhat:g})"
         )
     else:
         message = (
-            f"NOT converged: after {steps} steps the chains hold only "
+            f"NOT converged: after {steps} steps the chains hold "
             f"{(steps - burn) / tau.max():.1f} autocorrelation times (need > "
-            f"{min_tau_multiple:g}) or ESS {min(ess.values()):.0f} < {target_ess:g}; tau estimates "
-            "from short chains are unreliable: raise max_steps"
+            f"{min_tau_multiple:g}), min bulk/tail ESS {min(ess.values()):.0f} (need "
+            f"{target_ess:g}), max split rank R-hat {np.nanmax(rhat):.3f} (need < {max_rhat:g}); "
+            "raise max_steps"
         )
         warnings.warn(message, NotConvergedWarning, stacklevel=2)
     from .bootstrap import metric_range
@@ -501,11 +558,15 @@ def _split(chain: np.ndarray, n_ensembles: int) -> list[np.ndarray]:
     return np.split(chain, n_ensembles, axis=1)
 
 
-def _check(blocks, steps, target_ess, multiple, n_walkers) -> dict[str, Any]:
-    """Autocorrelation time after burn-in, and whether the chains are long enough.
+def _check(blocks, steps, target_ess, multiple, n_walkers, max_rhat=1.01) -> dict[str, Any]:
+    """Autocorrelation time after burn-in, R-hat and ESS, and whether the chains are long enough.
 
     tau is estimated per ensemble (the mean over its walkers' autocorrelation, emcee's estimator)
     and the largest over ensembles is used; burn-in is two of those times (at least 50 steps).
+    R-hat is the split rank-normalized one over every walker's chain (the over-dispersed
+    ensembles make disagreement between them visible); ESS is the smaller of the bulk and tail
+    ESS (ArviZ's, over walker chains), capped by the steps after burn-in over tau times the
+    number of ensembles times the walkers (emcee's count).
     """
     import emcee
 
@@ -518,11 +579,31 @@ def _check(blocks, steps, target_ess, multiple, n_walkers) -> dict[str, Any]:
     burn = int(min(steps // 2, max(2 * np.nanmax(tau0), 50)))
     tau = np.max([tau_of(b[burn:]) for b in blocks], axis=0)
     kept = steps - burn
-    ess = kept * n_walkers * len(blocks) / tau
+    ess_emcee = kept * n_walkers * len(blocks) / tau
+    walkers = np.concatenate([b[burn:] for b in blocks], axis=1)  # (kept, chains, dim)
+    dim = walkers.shape[2]
+    rhat = np.array([split_rank_rhat(walkers[:, :, i].T) for i in range(dim)])
+    try:
+        bt = np.array([ess_bulk_tail(walkers[:, :, i].T) for i in range(dim)])
+        ess_bulk = np.minimum(bt[:, 0], ess_emcee)
+        ess_tail = np.minimum(bt[:, 1], ess_emcee)
+    except ImportError:  # arviz is optional: emcee's count for both
+        ess_bulk = ess_tail = ess_emcee
+    ess = np.minimum(ess_bulk, ess_tail)
     done = bool(
-        np.all(np.isfinite(tau)) and kept > multiple * np.max(tau) and np.min(ess) >= target_ess
+        np.all(np.isfinite(tau))
+        and kept > multiple * np.max(tau)
+        and np.min(ess) >= target_ess
+        and np.all(rhat < max_rhat)
     )
-    return {"tau": tau, "burn": burn, "done": done}
+    return {
+        "tau": tau,
+        "burn": burn,
+        "done": done,
+        "rhat": rhat,
+        "ess_bulk": ess_bulk,
+        "ess_tail": ess_tail,
+    }
 
 
 class BlockDEMove:
@@ -589,6 +670,27 @@ def _start_spread(fit: SigmoidFit, center: np.ndarray) -> np.ndarray:
     return np.array(out)
 
 
+def _ensemble_start(rng, center, spread, n_walkers, log_prob) -> np.ndarray:
+    """Walkers of one ensemble around its own over-dispersed point (30 start spreads, i.e. three
+    standard errors, out); around the optimum where no ball fits inside the prior there."""
+    point = _dispersed_center(rng, center, 30.0 * spread, log_prob)
+    try:
+        return _initial_walkers(rng, point, spread, n_walkers, log_prob)
+    except RLCurvesError:
+        return _initial_walkers(rng, center, spread, n_walkers, log_prob)
+
+
+def _dispersed_center(rng, center, scale, log_prob) -> np.ndarray:
+    """A start point for one ensemble, drawn around the optimum with ``scale`` and pulled back
+    toward it until it lies inside the prior's support."""
+    point = center + scale * rng.standard_normal(center.size)
+    for _ in range(60):
+        if np.isfinite(log_prob(point[None])[0]):
+            return point
+        point = center + 0.5 * (point - center)
+    return center.copy()
+
+
 def _initial_walkers(rng, center, spread, n_walkers, log_prob) -> np.ndarray:
     """A small ball around the fit's optimum, redrawn where a walker falls outside the prior."""
     start = center + spread * rng.standard_normal((n_walkers, center.size))
@@ -596,6 +698,8 @@ def _initial_walkers(rng, center, spread, n_walkers, log_prob) -> np.ndarray:
         bad = ~np.isfinite(log_prob(start))
         if not bad.any():
             return start
-        # shrink toward the optimum (which may sit on a bound, e.g. A = 1)
-        start[bad] = center + 0.5 * (start[bad] - center)
+        # mirror through the optimum, then shrink toward it: the optimum may sit on a bound
+        # (A = 1, R0 = 0), where only the deviations pointing inside are in the support
+        flip = -1.0 if _ % 2 == 0 else 0.5
+        start[bad] = center + flip * (start[bad] - center)
     raise RLCurvesError("could not place the walkers inside the prior support around the fit")

@@ -144,18 +144,34 @@ class BootstrapResult:
     def ci(self, level: float = 0.9) -> pd.DataFrame:
         """Percentile intervals of every parameter (calibrated kind: inflated, see :func:`inflate`).
 
+        The inflation acts on the scale each parameter is sampled on (log for B and C_mid, which
+        stay positive); A and R0 stay inside the metric's range (a pass rate in [0, 1]).
+
         Returns
         -------
         pandas.DataFrame
-            Columns ``parameter, estimate, lower, upper``.
+            Columns ``parameter, estimate, lower, upper, lower_on_bound, upper_on_bound`` (an
+            end on a bound: the data do not bound that side).
         """
         lo_q, hi_q = _tails(level)
         rows = []
         for name in PARAM_NAMES:
-            values = inflate(self.samples[name].to_numpy(), self.estimate[name], self.inflation)
+            raw = self.samples[name].to_numpy(dtype=float)
+            log = name in ("B", "C_mid")
+            center = math.log(self.estimate[name]) if log else self.estimate[name]
+            values = inflate(np.log(raw) if log else raw, center, self.inflation)
+            values = np.exp(values) if log else np.clip(values, *self.bounds)
             lo, hi = np.quantile(values, [lo_q, hi_q])
+            tol = 1e-9 * (1 + abs(hi) + abs(lo))
             rows.append(
-                {"parameter": name, "estimate": self.estimate[name], "lower": lo, "upper": hi}
+                {
+                    "parameter": name,
+                    "estimate": self.estimate[name],
+                    "lower": lo,
+                    "upper": hi,
+                    "lower_on_bound": (not log) and lo <= self.bounds[0] + tol,
+                    "upper_on_bound": (not log) and hi >= self.bounds[1] - tol,
+                }
             )
         return pd.DataFrame(rows)
 

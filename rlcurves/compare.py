@@ -46,7 +46,18 @@ TABLE_COLUMNS = [
     "delta_A",
     "delta_B",
     "p_A_higher",
+    "delta_A_lower",
+    "delta_A_upper",
+    "p_B_higher",
+    "C_mid_lower",
+    "C_mid_upper",
+    "C90",
+    "C90_lower",
+    "C90_upper",
+    "p_sooner",
 ]
+# the compute to reach this fraction of a run's gain (A - R0) is what "sooner" refers to
+REACH_FRACTION = 0.9
 # The paper's margin on A: three seeds of one recipe gave A within +-0.015, so it treats As
 # within 0.02 as equal. A bootstrap of one run sees evaluation noise, not seed-to-seed variation,
 # so a ceiling difference is called real only beyond both the interval and this margin.
@@ -67,6 +78,10 @@ class Crossover:
         still behind at the range's end counts as ``inf`` (no crossing in range).
     p_cross : float
         Fraction of draws in which ``leader_after`` is ahead at the end of the range.
+    p_inside : float
+        Fraction of draws whose curves cross somewhere inside ``within``: the probability that
+        the crossing happens in the range asked about (the fitted curves' crossing alone says
+        nothing about that).
     leader_before, leader_after : str
         The variant ahead before and after the crossing.
     within : (float, float)
@@ -81,6 +96,7 @@ class Crossover:
     leader_before: str
     leader_after: str
     within: tuple[float, float]
+    p_inside: float = math.nan
 
     def __float__(self) -> float:
         return float(self.compute)
@@ -90,8 +106,10 @@ class Crossover:
         return (
             f"{self.leader_after} overtakes {self.leader_before} at "
             f"C = {format_compute(self.compute)} "
-            f"[{format_compute(self.lower)}, {up}] ({self.level:.0%}; ahead at the range end in "
-            f"{self.p_cross:.0%} of draws)"
+            f"[{format_compute(self.lower)}, {up}] ({self.level:.0%}; the curves cross in "
+            f"[{format_compute(self.within[0])}, {format_compute(self.within[1])}] in "
+            f"{self.p_inside:.0%} of draws, {self.leader_after} ahead at its end in "
+            f"{self.p_cross:.0%})"
         )
 
 
@@ -159,13 +177,23 @@ class Comparison:
     def _make_table(self) -> pd.DataFrame:
         q_lo, q_hi = tails(self.level)
         base = self.fits[self.baseline]
-        base_a = self.samples[self.baseline]["A"].to_numpy()
+        sb = self.samples[self.baseline]
         rows = []
         for name, fit in self.fits.items():
             s = self.samples[name]
             a_lo, a_hi = np.quantile(s["A"], [q_lo, q_hi])
             b_lo, b_hi = np.quantile(s["B"], [q_lo, q_hi])
+            c_lo, c_hi = np.quantile(s["C_mid"], [q_lo, q_hi])
+            reach = reach_compute(s)
+            r_lo, r_hi = quantile_with_inf(reach, q_lo), quantile_with_inf(reach, q_hi)
             is_base = name == self.baseline
+            if is_base:
+                d_lo = d_hi = p_a = p_b = p_soon = math.nan
+            else:
+                d_lo, d_hi = np.quantile(paired_difference(s["A"], sb["A"]), [q_lo, q_hi])
+                p_a = prob_greater(s["A"].to_numpy(), sb["A"].to_numpy())
+                p_b = prob_greater(s["B"].to_numpy(), sb["B"].to_numpy())
+                p_soon = prob_greater(reach_compute(sb), reach)
             rows.append(
                 {
                     "variant": name,
@@ -178,7 +206,16 @@ class Comparison:
                     "C_mid": fit.C_mid,
                     "delta_A": math.nan if is_base else fit.A - base.A,
                     "delta_B": math.nan if is_base else fit.B - base.B,
-                    "p_A_higher": math.nan if is_base else prob_greater(s["A"].to_numpy(), base_a),
+                    "p_A_higher": p_a,
+                    "delta_A_lower": d_lo,
+                    "delta_A_upper": d_hi,
+                    "p_B_higher": p_b,
+                    "C_mid_lower": c_lo,
+                    "C_mid_upper": c_hi,
+                    "C90": float(reach_compute(fit.params)),
+                    "C90_lower": r_lo,
+                    "C90_upper": r_hi,
+                    "p_sooner": p_soon,
                 }
             )
         return pd.DataFrame(rows, columns=TABLE_COLUMNS)
@@ -233,7 +270,8 @@ class Comparison:
         ahead_at_end = fa.predict(hi) > fb.predict(hi)
         after, before = (a, b) if ahead_at_end else (b, a)
         grid = np.geomspace(lo, hi, 1200)
-        diff = _curves(self.samples[after], grid) - _curves(self.samples[before], grid)
+        sa, sb = _paired(self.samples[after], self.samples[before])
+        diff = _curves(sa, grid) - _curves(sb, grid)
         draws = _draw_crossings(diff, grid)
         q_lo, q_hi = tails(self.level)
         return Crossover(
@@ -245,6 +283,7 @@ class Comparison:
             leader_before=before,
             leader_after=after,
             within=(lo, hi),
+            p_inside=float(np.mean(np.any(np.diff(np.sign(diff), axis=1) != 0, axis=1))),
         )
 
     # ---- the paper's shared-A rule ------------------------------------------------------------
@@ -254,9 +293,16 @@ class Comparison:
         Parameters
         ----------
         variants : list of str, optional
-            Which variants share the ceiling. Default: the baseline and every variant whose A
-            is within :attr:`margin` of it (the paper applies the rule to ceilings that are
-            equal within noise; refitting a clearly lower ceiling to a higher A distorts B).
+            Which variants share the ceiling. Default: the baseline and every variant shown to
+            have the same ceiling (:meth:`same_ceiling`; the paper applies the rule to ceilings
+            that are equal within noise; refitting a clearly lower ceiling to a higher A
+            distorts B).
+
+        The intervals and ``p_B_higher`` come from the whole procedure applied to every draw:
+        the shared A is the mean of that draw's ceilings, and each variant's B (and C_mid) is
+        moved to it along its own A-B trade-off (the linear regression of log B on A over its
+        draws, which is the refit with A held fixed to first order), so the uncertainty of the
+        mean-A step and the trade-off are carried rather than conditioned away.
 
         Returns
         -------
@@ -269,15 +315,11 @@ class Comparison:
             return self._shared[key]
         a_shared = float(np.mean([self.fits[n].A for n in names]))
         fits = {n: refit_with_A(self.fits[n], a_shared) for n in names}
-        samples = {
-            n: parameter_samples(
-                f,
-                self.n_samples,
-                method=self.method,
-                seed=variant_seed(self.seed, list(self.fits).index(n)),
-            )
-            for n, f in fits.items()
-        }
+        samples = shared_a_draws(
+            {n: self.fits[n] for n in names},
+            {n: self.samples[n] for n in names},
+            fits,
+        )
         q_lo, q_hi = tails(self.level)
         base = self.baseline if self.baseline in fits else None
         rows = []
@@ -303,9 +345,30 @@ class Comparison:
         return result
 
     def same_ceiling(self) -> list[str]:
-        """The baseline and the variants whose A is within :attr:`margin` of the baseline's."""
-        base = self.fits[self.baseline].A
-        return [n for n, f in self.fits.items() if abs(f.A - base) <= self.margin]
+        """The baseline and the variants shown to share its ceiling: the ``level`` interval of
+        ``A_variant - A_baseline`` lies inside ``+-margin`` (two one-sided tests)."""
+        return [self.baseline] + [
+            n for n in self.fits if n != self.baseline and self._ceiling(n)[0] == "same ceiling"
+        ]
+
+    def _ceiling(self, name: str) -> tuple[str, str]:
+        """Ceiling verdict of ``name`` against the baseline, and its words."""
+        on_bound = [n for n in (name, self.baseline) if a_on_bound(self.fits[n])]
+        if on_bound:
+            return "not determined", (
+                f"ceiling not determined ({', '.join(on_bound)}: A on its bound, the data do "
+                "not cap it)"
+            )
+        row = self.table.set_index("variant").loc[name]
+        lo, hi = row["delta_A_lower"], row["delta_A_upper"]
+        diff = f"delta A {row['delta_A']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        if -self.margin < lo and hi < self.margin:
+            return "same ceiling", f"same ceiling ({diff} inside +-{self.margin:g})"
+        if lo > self.margin:
+            return "higher", f"higher ceiling ({diff})"
+        if hi < -self.margin:
+            return "lower", f"lower ceiling ({diff})"
+        return "not settled", f"ceiling not settled ({diff}, margin +-{self.margin:g})"
 
     def loglog(self, *, shared: bool = True, variants: list[str] | None = None) -> pd.DataFrame:
         """The paper's log-log view: ``log F(R)`` against ``log C``, a line of slope B.
@@ -339,7 +402,14 @@ class Comparison:
 
     # ---- words --------------------------------------------------------------------------------
     def verdicts(self) -> pd.DataFrame:
-        """Per variant against the baseline: ``variant, ceiling, efficiency, text``."""
+        """Per variant against the baseline: ``variant, ceiling, efficiency, text``.
+
+        ``ceiling``: "same ceiling" (the interval of the difference in A inside +-margin),
+        "higher"/"lower" (beyond the margin), "not settled", or "not determined" (an A on its
+        bound, a run with no S-shaped rise). ``efficiency`` is about B, a steepness: "higher"
+        (steeper), "lower", "not settled", "not determined"; which run reaches 90% of its gain
+        sooner is :meth:`reach` (and the text).
+        """
         rows = []
         for name in self.fits:
             if name == self.baseline:
@@ -366,56 +436,68 @@ class Comparison:
         t = self.table.set_index("variant")
         row, base = t.loc[name], t.loc[self.baseline]
         q_lo, q_hi = tails(self.level)
-        p_a = row["p_A_higher"]
-        if abs(row["delta_A"]) <= self.margin:
-            ceiling = "same ceiling"
-            ceiling_text = f"ceiling within the {self.margin:g} margin"
-        elif p_a >= q_hi:
-            ceiling, ceiling_text = "higher", "higher ceiling"
-        elif p_a <= q_lo:
-            ceiling, ceiling_text = "lower", "lower ceiling"
-        else:
-            ceiling, ceiling_text = "uncertain", "ceiling within noise"
+        ceiling, ceiling_text = self._ceiling(name)
         head = (
             f"{name}: A {row['A']:.2f} [{row['A_lower']:.2f}, {row['A_upper']:.2f}] vs "
-            f"{base['A']:.2f}: {ceiling_text}"
+            f"{base['A']:.2f} [{base['A_lower']:.2f}, {base['A_upper']:.2f}]: {ceiling_text}"
         )
-        if ceiling == "same ceiling":
-            sh = self.shared_a([self.baseline, name])
-            srow = sh.table.set_index("variant").loc[name]
-            b_base = sh.fits[self.baseline].B
-            p_b = srow["p_B_higher"]
-            # B trades off strongly against A, so the own-fit Bs are shown too: a small real
-            # difference in A moves the shared-A Bs towards each other
-            where = (
-                f"at shared A {sh.A:.3f}, B {srow['B']:.2f} vs {b_base:.2f}; own fits "
-                f"{row['B']:.2f} vs {base['B']:.2f}"
-            )
-        else:
-            p_b = prob_greater(
-                self.samples[name]["B"].to_numpy(), self.samples[self.baseline]["B"].to_numpy()
-            )
-            where = f"B {row['B']:.2f} vs {base['B']:.2f}"
         falling = [n for n in (name, self.baseline) if falls(self.fits[n])]
         if falling:
             # a run that got worse fits a falling curve; its "efficiency" is how fast it fell
-            efficiency = "not determined"
-            eff_text = "; ".join(
-                f"{n} falls (A {self.fits[n].A:.2f} below its start R0 {self.fits[n].R0:.2f}), "
-                "so B is not an efficiency"
-                for n in falling
+            text = (
+                head
+                + "; "
+                + "; ".join(
+                    f"{n} falls (A {self.fits[n].A:.2f} below its start R0 {self.fits[n].R0:.2f}), "
+                    "so B is not an efficiency"
+                    for n in falling
+                )
             )
-        elif p_b >= q_hi:
-            efficiency, eff_text = "higher", f"more efficient ({where})"
+            return ceiling, "not determined", text
+        # B from each run's own joint draws: the A-B trade-off stays in them. B is a steepness;
+        # only the compute to reach 90% of the gain says which run gets there sooner.
+        p_b = row["p_B_higher"]
+        b_words = (
+            f"B {row['B']:.2f} [{row['B_lower']:.2f}, {row['B_upper']:.2f}] vs {base['B']:.2f}"
+        )
+        if p_b >= q_hi:
+            efficiency, eff_text = "higher", f"steeper ({b_words}, p = {p_b:.2f})"
         elif p_b <= q_lo:
-            efficiency, eff_text = "lower", f"less efficient ({where})"
+            efficiency, eff_text = "lower", f"shallower ({b_words}, p = {1 - p_b:.2f})"
         else:
-            efficiency, eff_text = "within noise", f"B within noise ({where})"
-        text = f"{head}; {eff_text}"
+            efficiency, eff_text = "not settled", f"steepness not settled ({b_words})"
+        p_s = row["p_sooner"]
+        reach_words = (
+            f"{REACH_FRACTION:.0%} of its gain at C = {format_compute(row['C90'])} "
+            f"[{format_compute(row['C90_lower'])}, {_fmt_upper(row['C90_upper'])}] vs "
+            f"{format_compute(base['C90'])}; C_mid {format_compute(row['C_mid'])} "
+            f"[{format_compute(row['C_mid_lower'])}, {format_compute(row['C_mid_upper'])}] "
+            f"vs {format_compute(base['C_mid'])}"
+        )
+        if p_s >= q_hi:
+            reach_text = f"reaches {reach_words}: sooner (p = {p_s:.2f})"
+        elif p_s <= q_lo:
+            reach_text = f"reaches {reach_words}: later (p = {1 - p_s:.2f})"
+        else:
+            reach_text = f"reaches {reach_words}: not settled"
+        text = f"{head}; {eff_text}; {reach_text}"
         cross = self.crossover(name, self.baseline)
         if cross is not None:
             text += f"; {cross}"
         return ceiling, efficiency, text
+
+    def reach(self) -> pd.DataFrame:
+        """Per variant: ``variant, reach, p_sooner``, "sooner"/"later"/"not settled" than the
+        baseline in the compute to reach 90% of its gain."""
+        q_lo, q_hi = tails(self.level)
+        rows = []
+        for _, r in self.table.iterrows():
+            if r["variant"] == self.baseline:
+                continue
+            p = r["p_sooner"]
+            verdict = "sooner" if p >= q_hi else "later" if p <= q_lo else "not settled"
+            rows.append({"variant": r["variant"], "reach": verdict, "p_sooner": p})
+        return pd.DataFrame(rows, columns=["variant", "reach", "p_sooner"])
 
     def summary(self) -> str:
         """The comparison in words, one line per variant against the baseline."""
@@ -462,6 +544,68 @@ def undetermined_shape(fit: SigmoidFit) -> list[str]:
     return [p for p in ("A", "B") if not math.isfinite(fit.stderr[p])]
 
 
+def a_on_bound(fit: SigmoidFit) -> bool:
+    """The fitted ceiling of a rising curve sits on its upper bound (e.g. 1 for a pass rate): the
+    data do not cap A. (A collapsed run's A on the lower bound 0 is what its data say.)"""
+    hi = fit.bounds.A[1]
+    return bool(fit.A >= hi - 1e-6 * (1 + abs(fit.A)) and fit.A > fit.R0)
+
+
+def reach_compute(params, fraction: float = REACH_FRACTION):
+    """Compute at which the curve reaches ``fraction`` of its gain: ``C_mid (f/(1-f))^(1/B)``.
+
+    ``params`` is a mapping or a DataFrame of draws (then an array)."""
+    b = np.asarray(params["B"], dtype=float)
+    c = np.asarray(params["C_mid"], dtype=float)
+    with np.errstate(over="ignore", divide="ignore"):
+        return c * (fraction / (1 - fraction)) ** (1 / b)
+
+
+def paired_difference(x, y) -> np.ndarray:
+    """Draws of X - Y for independent X, Y: draws paired index-wise (the shorter recycled)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    n = max(x.size, y.size)
+    return np.resize(x, n) - np.resize(y, n)
+
+
+def shared_a_draws(own: dict, samples: dict, refits: dict) -> dict[str, pd.DataFrame]:
+    """Draws of the shared-A refits with the whole procedure (mean-A step included) per draw.
+
+    For draw j the shared ceiling is the mean of the variants' draws of A; each variant's log B
+    and log C_mid then move to it along that variant's own trade-off (their regression on A over
+    its draws, the first-order effect of refitting with A held fixed), centred on the actual
+    shared-A refit.
+    """
+    n = max(len(s) for s in samples.values())
+    a = {k: np.resize(samples[k]["A"].to_numpy(dtype=float), n) for k in samples}
+    a_star = np.mean(list(a.values()), axis=0)
+    a_star_hat = float(np.mean([own[k].A for k in own]))
+    out = {}
+    for k, s in samples.items():
+        cols = {"A": a_star}
+        da = a[k] - own[k].A
+        var = float(np.var(da))
+        for p in ("B", "C_mid"):
+            z = np.log(np.resize(s[p].to_numpy(dtype=float), n))
+            dz = z - math.log(own[k].params[p])
+            slope = float(np.mean(da * dz) / var) if var > 0 else 0.0
+            moved = dz + slope * ((a_star - a[k]) - (a_star_hat - own[k].A))
+            cols[p] = np.exp(math.log(refits[k].params[p]) + moved)
+        cols["R0"] = np.resize(s["R0"].to_numpy(dtype=float), n)
+        out[k] = pd.DataFrame({p: cols[p] for p in PARAM_NAMES})
+    return out
+
+
+def _paired(x: pd.DataFrame, y: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    n = max(len(x), len(y))
+    idx_x, idx_y = np.resize(np.arange(len(x)), n), np.resize(np.arange(len(y)), n)
+    return x.iloc[idx_x].reset_index(drop=True), y.iloc[idx_y].reset_index(drop=True)
+
+
+def _fmt_upper(value: float) -> str:
+    return "never" if not math.isfinite(value) else format_compute(value)
+
+
 def falls(fit: SigmoidFit) -> bool:
     """The fitted curve falls (A below R0): a run that got worse, whose B is no efficiency."""
     return fit.A < fit.R0
@@ -493,12 +637,15 @@ def compare(
     baseline : str, optional
         The variant the others are measured against (default: the first).
     level : float
-        Interval level.
+        Interval level of the table and of the verdicts (the draws, and so every probability,
+        do not depend on it).
     margin : float
-        Ceilings closer than this count as equal, and B is then compared at a shared A (the
-        paper's rule, 0.02).
+        Equivalence margin on A (the paper's 0.02): "same ceiling" needs the interval of the
+        difference inside it, "higher"/"lower" the interval beyond it.
     n_samples, method, seed
-        Draws of each variant's parameters: ``"bootstrap"`` (default) or ``"normal"``.
+        Draws of each variant's parameters: ``"bootstrap"`` (default: the raw AR(1) bootstrap,
+        spread scaled by :data:`rlcurves._samples.PARAMETER_INFLATION`, measured in
+        ``benchmarks/compare_calibration.py``) or ``"normal"``.
     within : (float, float), optional
         Compute range for crossovers (default: the latest start of the variants' fit windows to
         10x the largest compute).
@@ -530,7 +677,7 @@ def compare(
         else:
             fits[name] = item
             samples[name] = parameter_samples(
-                item, n_samples, method=method, seed=variant_seed(seed, i), level=level
+                item, n_samples, method=method, seed=variant_seed(seed, i)
             )
     if within is None:
         # from where every variant's fit window has begun (a crossing before that is a backward

@@ -224,10 +224,11 @@ def forecast(
     else:
         from .profile import profile_prediction
 
-        lo, hi = profile_prediction(fit, c, level=level, **kwargs)
+        band = profile_prediction(fit, c, level=level, **kwargs)
+        lo, hi = band
         samples = None
         plo, phi = _widen_for_noise(fit, mean, lo, hi, level, rng)
-        info = {}
+        info = {"lower_open": band.lower_open, "upper_open": band.upper_open}
 
     return Forecast(
         at=out(c),

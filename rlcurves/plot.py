@@ -499,7 +499,7 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
     shown = t[~t["variant"].isin(undetermined + falling)]
     if len(shown) and shown["B_upper"].max() > 20 * shown["B_lower"].min():
         ax.set_xscale("log")  # a barely determined B's interval would squash all the others
-    ax.set_xlabel("B, compute efficiency (higher: reaches the ceiling sooner)")
+    ax.set_xlabel("B, steepness (higher: steeper; which run gets there sooner also needs C_mid)")
     ax.set_ylabel("A, asymptotic pass rate (ceiling)")
     unit = unit_name(_shared_unit(comparison.fits.values()))
     title = (

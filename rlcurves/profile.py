@@ -279,6 +279,45 @@ def _scan(problem, target, estimate, step, bound, direction, thr, stat_of, at_x)
     return end, outside_v is None, trace
 
 
+def _beyond(problem, target, est, end, step, bound, direction, thr, stat_of, at_x, trace):
+    """Look past the first crossing for a later one: a profile with two dips falls below the
+    threshold again further out, and the interval then reaches the outermost crossing.
+
+    Probes 40 geometrically spaced points out to the bound; where one is inside again, the
+    outer end is bisected between it and the next probe outside (or the bound: an open side).
+    """
+    z0 = problem.start(target)
+    dist = max(abs(end - est), math.sqrt(thr) * step)
+    room = abs(bound - end)
+    probes = [end + direction * d for d in np.geomspace(0.25 * dist, max(room, 0.5 * dist), 40)]
+    probes = [v for v in probes if (v - bound) * direction < 0] + [bound]
+    inside_at = None
+    for i, v in enumerate(probes):
+        rss, _ = problem.profile_point(target, v, z0, at_x)
+        stat = stat_of(rss)
+        trace.append((v, rss, stat))
+        if stat < thr:
+            inside_at = i
+    if inside_at is None:
+        return end, False
+    lo_v = probes[inside_at]
+    if inside_at == len(probes) - 1:
+        return lo_v, bool(lo_v == bound)
+    hi_v = probes[inside_at + 1]
+    for _ in range(30):
+        mid = 0.5 * (lo_v + hi_v)
+        rss, _ = problem.profile_point(target, mid, z0, at_x)
+        stat = stat_of(rss)
+        trace.append((mid, rss, stat))
+        if stat < thr:
+            lo_v = mid
+        else:
+            hi_v = mid
+        if abs(hi_v - lo_v) <= 1e-4 * (abs(step) + 1e-12):
+            break
+    return 0.5 * (lo_v + hi_v), False
+
+
 def _one(problem, fit, target, level, thr, known, at_x=None, estimate=None, scale=None):
     rss_min = problem.rss_min
     if known:
@@ -318,6 +357,10 @@ def _one(problem, fit, target, level, thr, known, at_x=None, estimate=None, scal
         end, is_open, trace = _scan(
             problem, target, est, step, bound, direction, thr, stat_of, at_x
         )
+        if not is_open:
+            end, is_open = _beyond(
+                problem, target, est, end, step, bound, direction, thr, stat_of, at_x, trace
+            )
         ends.append(end)
         opens.append(is_open)
         traces.extend(trace)
@@ -380,27 +423,44 @@ def profile(
     return ProfileResult(pd.DataFrame(rows), traces, level, thr, notes)
 
 
-def profile_prediction(
-    fit: SigmoidFit, compute: ArrayLike, *, level: float = 0.9
-) -> tuple[np.ndarray, np.ndarray]:
+class ProfileBand(tuple):
+    """``(lower, upper)`` of :func:`profile_prediction`, which unpacks as a pair, and carries
+    ``lower_open``/``upper_open``: per point, the data do not bound that side (the end is the
+    metric's bound)."""
+
+    lower_open: np.ndarray
+    upper_open: np.ndarray
+
+    def __new__(cls, lower, upper, lower_open, upper_open):
+        band = super().__new__(cls, (lower, upper))
+        band.lower_open, band.upper_open = lower_open, upper_open
+        return band
+
+
+def profile_prediction(fit: SigmoidFit, compute: ArrayLike, *, level: float = 0.9) -> ProfileBand:
     """Profile-likelihood interval for the expected curve value at each ``compute``.
 
     The curve value ``v`` at ``C`` replaces A as a parameter (``A = R0 + (v - R0) / s(C)``), so
     its profile is the same constrained least squares as for a parameter; A's bounds are kept.
-    An open side is reported as the metric's bound (e.g. 1 for a pass rate).
+    An open side is reported as the metric's bound (e.g. 1 for a pass rate) and flagged in the
+    result's ``lower_open``/``upper_open``.
     """
     thr, known = _threshold(fit, level)
     problem = _Problem(fit)
     c = np.atleast_1d(np.asarray(compute, dtype=float))
     lower, upper = np.empty(c.size), np.empty(c.size)
+    lower_open, upper_open = np.zeros(c.size, dtype=bool), np.zeros(c.size, dtype=bool)
     cov = fit.cov.to_numpy()
     for i, ci in enumerate(c):
         est = float(fit.predict(ci))
         scale = _value_stderr(fit, ci, cov)
         at_x = float(log_compute(ci)) if ci > 0 else -math.inf
-        (lo, hi), _, _ = _one(problem, fit, "value", level, thr, known, at_x, est, scale)
+        (lo, hi), (lo_open, hi_open), _ = _one(
+            problem, fit, "value", level, thr, known, at_x, est, scale
+        )
         lower[i], upper[i] = lo, hi
-    return lower, upper
+        lower_open[i], upper_open[i] = lo_open, hi_open
+    return ProfileBand(lower, upper, lower_open, upper_open)
 
 
 def _value_stderr(fit: SigmoidFit, compute: float, cov: np.ndarray) -> float:

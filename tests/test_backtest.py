@@ -116,7 +116,7 @@ def test_calibrated_draws_are_the_ar1_draws(half_fit):
     # parameter draws no longer carry a simulated inflation: "calibrated" is the AR(1) bootstrap
     from rlcurves._samples import inflation_factor, parameter_samples
 
-    raw = parameter_samples(half_fit, 200, kind="ar1", seed=4)
+    raw = parameter_samples(half_fit, 200, kind="ar1", seed=4, inflation=1.0)
     cal = parameter_samples(half_fit, 200, kind="calibrated", seed=4, level=0.9)
     np.testing.assert_allclose(cal["A"], raw["A"])
     assert cal["A"].between(0, 1).all() and cal["R0"].between(0, 1).all()

@@ -51,7 +51,7 @@ def test_every_kind_gives_sensible_intervals(easy_fit, kind):
     boot = bootstrap(easy_fit, 300, kind=kind, seed=1, progress=False)
     assert list(boot.samples.columns) == ["A", "B", "C_mid", "R0"] and len(boot.samples) == 300
     ci = boot.ci(0.9)
-    assert list(ci.columns) == ["parameter", "estimate", "lower", "upper"]
+    assert list(ci.columns)[:4] == ["parameter", "estimate", "lower", "upper"]
     assert list(ci.parameter) == ["A", "B", "C_mid", "R0"]
     assert (ci.lower < ci.estimate).all() and (ci.estimate < ci.upper).all()
     # a 90% interval spans roughly +-1.645 standard errors; any sane scheme is within a factor 2
@@ -183,6 +183,34 @@ def test_inflate_widens_each_level_by_its_factor():
     # a monotone map: the draws keep their order, so probabilities from them stay coherent
     assert np.all(np.diff(out[np.argsort(values)]) >= 0)
     np.testing.assert_array_equal(inflate(values, 0.5, 1.0), values)
+    # skewed draws: each side is widened by its own quantile's factor (not a symmetric rule)
+    skewed = rng.exponential(1.0, 20000)
+    med = float(np.median(skewed))
+    out = inflate(skewed, med, {0.9: 2.0})
+    for q in (0.05, 0.95):
+        assert np.quantile(out, q) - med == pytest.approx(
+            2 * (np.quantile(skewed, q) - med), rel=0.01
+        )
+
+
+def test_regression_calibrated_intervals_stay_in_their_bounds():
+    """ci() inflated in linear scale without bounds: on the bundled runs A's upper end was 1.20
+    and 1.37 for pass rates and B's lower end -0.24. A run stopped early, A near 1: inflating
+    the spread must keep A in [0, 1] and B, C_mid positive, and say which end is on a bound."""
+    rng = np.random.default_rng(4)
+    c = np.linspace(0, 3000, 31)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, sigmoid(c, 0.9, 1.0, 4000, 0.2) + rng.normal(0, 0.01, c.size))
+        boot = bootstrap(fit, 300, kind="ar1", seed=0, progress=False)
+    boot.inflation = {0.5: 3.0, 0.9: 3.0, 0.95: 3.0}  # far more than any calibrated factor
+    ci = boot.ci(0.9).set_index("parameter")
+    assert 0.0 <= ci.loc["A", "lower"] and ci.loc["A", "upper"] <= 1.0
+    assert ci.loc["A", "upper_on_bound"] and not ci.loc["B", "upper_on_bound"]
+    assert ci.loc["B", "lower"] > 0 and ci.loc["C_mid", "lower"] > 0
+    # a wide spread of A reaches its bound 1 when inflated: the flag, not an end beyond it
+    raw = np.quantile(boot.samples["A"], 0.95)
+    assert raw < 1.0 or ci.loc["A", "upper"] == 1.0
 
 
 def test_calibrated_kind_is_an_alias_of_ar1(easy_fit):

@@ -102,3 +102,36 @@ def test_bad_input(easy_fit):
         pr.ci(0.5)
     with pytest.raises(RLCurvesError, match="level"):
         easy_fit.profile(level=0)
+
+
+def test_regression_open_ends_reach_forecast(early_fit):
+    """profile_prediction dropped its open-ended flags, so forecast(method="profile") reported
+    an unbounded end as finite: the early run's far forecast is open upward (A uncapped)."""
+    fc = forecast(early_fit, [4000.0, 1e8], method="profile", progress=False)
+    assert fc.info["upper_open"].tolist() == [False, True]
+    assert fc.upper[1] == 1.0  # the open end is the metric's bound, and is flagged as such
+    band = profile_prediction(early_fit, [4000.0], level=0.9)
+    lo, hi = band  # still unpacks as (lower, upper)
+    assert not band.upper_open[0] and lo[0] < hi[0]
+
+
+def test_regression_every_threshold_crossing_is_found():
+    """Only the first crossing was found: a profile that rises above the threshold and dips
+    below it again further out lost the outer part of its interval."""
+    from rlcurves.profile import _beyond, _scan
+
+    class TwoDips:
+        # statistic: v^2 near 0, and a second dip (to 1.0) centred at v = 6
+        def start(self, target):
+            return np.zeros(1)
+
+        def profile_point(self, target, v, z0, at_x):
+            return min(v * v, 1.0 + 4 * (v - 6.0) ** 2), z0
+
+    thr = 2.706  # chi2_1 at 90%
+    problem = TwoDips()
+    end, is_open, trace = _scan(problem, "B", 0.0, 1.0, 50.0, +1, thr, lambda r: r, None)
+    assert end == pytest.approx(math.sqrt(thr), rel=1e-3) and not is_open  # the first crossing
+    outer, is_open = _beyond(problem, "B", 0.0, end, 1.0, 50.0, +1, thr, lambda r: r, None, trace)
+    # the second dip's outer crossing: 1 + 4 (v - 6)^2 = thr
+    assert outer == pytest.approx(6.0 + math.sqrt((thr - 1.0) / 4), rel=1e-3) and not is_open

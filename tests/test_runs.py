@@ -46,15 +46,12 @@ def test_pooled_fit_has_run_level_uncertainty(rng):
     ci = rf.ci(0.9).set_index("parameter")
     width_runs = ci.loc["A", "upper"] - ci.loc["A", "lower"]
     # the residual-based interval treats all 183 points as independent, so it is narrower than
-    # the run-level one, which follows the spread of the seed means: 90% width of a mean of 3
-    # seeds with sd 0.015 is 2 * 1.645 * 0.015 / sqrt(3) = 0.028 (the bootstrap of 3 runs shrinks
-    # it by sqrt(2/3); 40% covers that and the noise of 3 seeds)
+    # the run-level one, which follows the spread of the seed means
     width_resid = 2 * 1.645 * pooled_plain.stderr["A"]
-    assert width_runs > width_resid
-    assert width_runs == pytest.approx(2 * 1.645 * 0.015 / np.sqrt(3), rel=0.4)
+    assert width_runs > 2 * width_resid
     assert ci.loc["A", "lower"] <= np.mean(SEED_A) <= ci.loc["A", "upper"]
     text = rf.summary()
-    assert "3 runs" in text and "coarse" in text
+    assert "3 runs" in text and "2 degrees of freedom" in text
 
 
 def test_identical_seeds_give_a_narrow_run_interval(rng):
@@ -62,7 +59,7 @@ def test_identical_seeds_give_a_narrow_run_interval(rng):
     rf = fit_runs(df, min_compute=1500, n_boot=300)
     ci = rf.ci().set_index("parameter")
     assert ci.loc["A", "upper"] - ci.loc["A", "lower"] < 0.01
-    assert "coarse" not in rf.summary()
+    assert "degrees of freedom" not in rf.summary()
 
 
 def test_errors(rng):
@@ -77,3 +74,20 @@ def test_errors(rng):
         warnings.simplefilter("ignore")
         rf = fit_runs(df, per_run=False, n_boot=50)
     assert rf.per_run == {} and len(rf.samples) == 50
+
+
+def test_regression_three_seeds_cover_the_recipe_at_nominal_rate():
+    """A bootstrap over 3 whole runs covered the recipe's A in 67% of cases at 90%. 60 recipes,
+    three seeds each whose A scatter with sd 0.012 around the recipe's: the run-level 90%
+    interval must cover the recipe's A in >= 48 (80%); at the old 67%, P(>= 48 of 60) is 1%."""
+    hits = 0
+    for rep in range(60):
+        rng = np.random.default_rng(900 + rep)
+        a_values = 0.61 + rng.normal(0, 0.012, 3)
+        df = _seeds(rng, a_values=a_values)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rf = fit_runs(df, min_compute=1500, n_boot=200, seed=rep, per_run=False)
+        ci = rf.ci(0.9).set_index("parameter").loc["A"]
+        hits += ci["lower"] <= 0.61 <= ci["upper"]
+    assert hits >= 48
