@@ -183,8 +183,9 @@ Markdown(
 #   PPO-off-policy's evaluations wander around the start, so no S-curve exists to fit: `compare`
 #   says "not compared" rather than rank a step function. PipelineRL's ceiling is not settled: the
 #   interval of its difference in A runs from far below the recipe's to above it. The token axis
-#   charges asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for (no idle
-#   generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to measure.
+#   charges asynchronous and synchronous tokens alike, so it cannot show what PipelineRL is for
+#   (no idle generator or trainer, more tokens per GPU-hour); that gain needs dedicated devices to
+#   measure.
 # - **Everything else is not settled against the recipe**: for DAPO's loss, prompt-level adv
 #   std, no zero-variance filter and batch 64 the interval of the difference in A spans more than
 #   the paper's +-0.02 margin, so `compare` shows neither a difference nor the same ceiling, and
