@@ -103,9 +103,11 @@ def test_a_run_that_rises_then_falls_has_peaked():
 
 
 def test_a_plateau_far_from_the_budget_has_peaked():
-    # saturated at C ~ 300 (C_mid 100); the budget is 10x further: nothing left to gain
+    # saturated at C ~ 300 (C_mid 100); the budget is 4x further: nothing left to gain. (At 10x
+    # the run-calibrated interval, which widens with the distance past the data, reaches 0.0104
+    # above the plateau: then "continue" is the honest answer at min_gain 0.01.)
     c, r = simulated(n=30, end=1000.0, seed=5, C_mid=100.0, B=3.0, sd=0.003)
-    rep = final(Monitor(10000.0, min_fraction=0.0, n_samples=200), c, r)
+    rep = final(Monitor(4000.0, min_fraction=0.0, n_samples=200), c, r)
     assert rep.advice == PEAKED
     assert rep.gain < 0.01
 
