@@ -127,3 +127,38 @@ def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggreg
     assert step_size > 5e-5
     for name, w1 in one["weights"].items():
         torch.testing.assert_close(two["weights"][name], w1, atol=1e-6, rtol=0, msg=name)
+
+
+@pytest.mark.slow  # ~60 s: two ranks through setup, 4 steps and 2 evaluations
+def test_two_rank_run_writes_one_log_that_read_log_reads(tmp_path, init_dir):
+    import rlcurves
+
+    cfg = recipe_helpers.tiny_cfg(init_dir, steps=4, eval_every=2, prompts_per_step=3)
+    config = tmp_path / "config.yaml"
+    config.write_text(recipe_helpers.C.to_yaml(cfg))
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [*TORCHRUN, "-m", "recipe.train", "--config", str(config), "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = recipe_helpers.read_log(out / "log.jsonl")  # one log, rank 0's: no row twice
+    train = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4]
+    assert (out / "final" / "config.json").exists()
+    # accounting: one device per rank (cfg.devices = 1 is the one-rank run's)
+    for r in train:
+        assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2)
+    from recipe.model import load_policy
+
+    n = sum(p.numel() for p in load_policy(init_dir, torch.device("cpu"))[0].parameters())
+    expected = 0.0
+    for r in train:
+        expected += 6 * n * r["trained_tokens"] + 2 * n * r["tokens"]
+        assert r["flops"] == pytest.approx(expected)
+    curve = rlcurves.read_log(out / "log.jsonl")
+    assert len(curve) >= 2
+    by_flops = rlcurves.read_log(out / "log.jsonl", compute="flops")
+    assert len(by_flops) == len(curve)
