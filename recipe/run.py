@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from recipe import distributed
-from recipe.config import Config
+from recipe.config import Config, ConfigError
 from recipe.forward import resolve_device
 from recipe.generate import TorchGenerator
 from recipe.length_control import InterruptingGenerator
@@ -201,6 +202,62 @@ def save_checkpoint(path: Path, state: dict) -> None:
 def load_checkpoint(path: Path) -> dict:
     """On CPU: ``load_state_dict`` moves model and AdamW state to the parameters' device."""
     return torch.load(path, weights_only=True, map_location="cpu")
+
+
+def checkpoint(path: Path, state: dict, model, optimizer, ranks=distributed.SINGLE) -> None:
+    """Save ``state`` (step, counters, pool, ...) with the model and AdamW state.
+
+    One process: one ``torch.save`` file. Several ranks: each rank writes its own shards with
+    torch.distributed.checkpoint into ``<path>.shards/step-N``; then rank 0 writes ``path``
+    (pointing there) atomically and removes the older step folder, so a kill at any point
+    leaves a complete checkpoint.
+    """
+    if not ranks.active:
+        save_checkpoint(path, {**state, "model": model.state_dict(),
+                               "optimizer": optimizer.state_dict()})  # fmt: skip
+        return
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    shards = path.parent / f"{path.name}.shards" / f"step-{state['step']}"
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=shards)
+    distributed.barrier(ranks)
+    if ranks.main:
+        previous = load_checkpoint(path).get("shards") if path.exists() else None
+        save_checkpoint(path, {**state, "shards": shards.name, "world": ranks.world})
+        if previous is not None and previous != shards.name:
+            shutil.rmtree(shards.parent / previous, ignore_errors=True)
+    distributed.barrier(ranks)
+
+
+def restore(path: Path, model, optimizer, ranks=distributed.SINGLE) -> dict | None:
+    """Load what :func:`checkpoint` saved into ``model`` and ``optimizer``; returns the rest of
+    the state, or None when there is no checkpoint (a fresh start)."""
+    if not path.exists():
+        return None
+    state = load_checkpoint(path)
+    sharded = "shards" in state
+    if sharded != ranks.active or (sharded and state["world"] != ranks.world):
+        saved = f"{state['world']} ranks" if sharded else "one process"
+        raise ConfigError(
+            f"{path} was written by {saved}; resume with the same launch "
+            f"(now {ranks.world} rank{'s' if ranks.world > 1 else ''})"
+        )
+    if not sharded:
+        model.load_state_dict(state.pop("model"))
+        optimizer.load_state_dict(state.pop("optimizer"))
+        return state
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    loaded = {"model": model_sd, "optimizer": optim_sd}
+    dcp.load(loaded, checkpoint_id=path.parent / f"{path.name}.shards" / state["shards"])
+    set_state_dict(
+        model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"]
+    )
+    return state
 
 
 def _finite(x: float | None) -> float | None:

@@ -52,13 +52,13 @@ from recipe.pipeline import Batch, SharedPool, version_stats
 from recipe.run import (
     Log,
     NullLog,
+    checkpoint,
     devices_in_use,
     flops,
-    load_checkpoint,
     make_generators,
     make_optimizer,
     make_rollouts,
-    save_checkpoint,
+    restore,
     setup,
     shard,
 )
@@ -241,8 +241,6 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     if not resume and log_path.exists() and log_path.stat().st_size > 0:
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
     ranks = distributed.init(resolve_device(cfg.device))  # torchrun's ranks, or one process
-    if ranks.active and resume:
-        raise ConfigError("--resume with several ranks is not implemented yet; run one process")
     distributed.barrier(ranks)  # every rank has checked the log before rank 0 writes
     if ranks.main:
         (out / "config.yaml").write_text(config_mod.to_yaml(cfg))
@@ -259,20 +257,21 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
     devices = devices_in_use(cfg, ranks)
 
-    state = load_checkpoint(ckpt_path) if resume and ckpt_path.exists() else None
+    # model and AdamW state restored in place (sharded: each rank reads its own shards)
+    state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
     start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
     if state is not None:
-        s.model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
         pool.load_state_dict(state["pool"])
-        generator.push_weights(s.model.state_dict(), version=state["step"])
+        weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+        if generator is not None:
+            generator.push_weights(weights, version=state["step"])
         if rng is not None and state["sampler_rng"] is not None:
             rng.set_state(state["sampler_rng"].cpu())
         start, wall = state["step"], state["wall_seconds"]
         samples_total, tokens_total = state["samples_total"], state["tokens_total"]
         flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
-    log = Log(log_path, keep_bytes=state["log_bytes"] if state is not None else None)
-    log = log if ranks.main else NullLog()
+    keep = state["log_bytes"] if state is not None else None
+    log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
 
     def eval_row(step: int) -> dict:
         if cfg.generator == "vllm":  # vLLM evaluates through the rollout engine: load its weights
@@ -326,16 +325,13 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 log.write(ev)
                 if ranks.main:
                     bar.set_postfix(val=f"{ev['val_pass_rate']:.3f}")
-            # sharded checkpoints (torch.distributed.checkpoint) are not implemented yet
-            if (step % cfg.checkpoint_every == 0 or step == cfg.steps) and not ranks.active:
-                save_checkpoint(ckpt_path, {
+            if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+                checkpoint(ckpt_path, {
                     "step": step, "wall_seconds": wall, "samples_total": samples_total,
                     "tokens_total": tokens_total, "flops_total": flops_total,
-                    "log_bytes": log.sync(),
-                    "model": s.model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "pool": pool.state_dict(),
+                    "log_bytes": log.sync(), "pool": pool.state_dict(),
                     "sampler_rng": rng.get_state() if rng is not None else None,
-                })  # fmt: skip
+                }, s.model, optimizer, ranks)  # fmt: skip
             if stop_after is not None and step >= stop_after:
                 return
         if start < cfg.steps or not (out / "final" / "config.json").exists():

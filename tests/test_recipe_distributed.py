@@ -1,6 +1,7 @@
 """The sharded trainer (recipe/distributed.py) on CPU with gloo: two ranks = one rank."""
 
 import dataclasses
+import itertools
 import json
 import os
 import subprocess
@@ -162,3 +163,37 @@ def test_two_rank_run_writes_one_log_that_read_log_reads(tmp_path, init_dir):
     assert len(curve) >= 2
     by_flops = rlcurves.read_log(out / "log.jsonl", compute="flops")
     assert len(by_flops) == len(curve)
+
+
+@pytest.mark.slow  # ~60 s: two 2-rank launches
+def test_two_rank_run_resumes_from_its_sharded_checkpoint(tmp_path, init_dir):
+    cfg = recipe_helpers.tiny_cfg(init_dir, steps=3, eval_every=2, checkpoint_every=2)
+    config = tmp_path / "config.yaml"
+    config.write_text(recipe_helpers.C.to_yaml(cfg))
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+    def launch(*extra):
+        proc = subprocess.run(
+            [*TORCHRUN, "-m", "recipe.train", "--config", str(config), "--out", str(out), *extra],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    launch()
+    first = recipe_helpers.read_log(out / "log.jsonl")
+    assert sorted(p.name for p in (out / "checkpoint.pt.shards").iterdir()) == ["step-3"]
+    launch("--resume", "--set", "steps=5")
+    rows = recipe_helpers.read_log(out / "log.jsonl")
+    assert rows[: len(first)] == first
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 3, 4, 5]
+    train = [r for r in rows if r["kind"] == "train"]
+    assert all(b["wall_seconds"] > a["wall_seconds"] for a, b in itertools.pairwise(train))
+    assert all(b["flops"] > a["flops"] for a, b in itertools.pairwise(train))
+    # the same checkpoint refuses a one-process resume, with the launch to use
+    from recipe.config import ConfigError
+    from recipe.train import run
+
+    with pytest.raises(ConfigError, match="2 ranks"):
+        run(recipe_helpers.C.from_dict({**cfg.__dict__, "steps": 6}), out, resume=True)
