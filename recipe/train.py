@@ -2,6 +2,10 @@
 
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo --resume
+    torchrun --standalone --nproc-per-node 2 -m recipe.train --config ... --out ...  # FSDP2
+
+With torchrun the same loop runs on every rank (recipe/distributed.py: rank 0 generates,
+evaluates and logs; the update is sharded).
 
 One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
 them with the task's reward (recipe/tasks), drop zero-variance prompts, compute advantages, take
@@ -25,7 +29,9 @@ Hugging Face folder).
 
 Compute accounting: ``wall_seconds`` counts the training steps' wall-clock time (generation,
 scoring, update, weight push), not evaluation or checkpoint I/O, so the evaluation frequency does
-not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = 1 on CPU).
+not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = the
+config's ``devices``, 1 on CPU, plus one per further torchrun rank); ``flops`` is the cumulative
+6 x parameters x trained tokens + 2 x parameters x generated tokens.
 After ``--resume`` the counter continues from the checkpoint's value: the time lost between the
 checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
 """

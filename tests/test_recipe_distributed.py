@@ -87,7 +87,8 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "2"]  # fmt: skip
 
 
-@pytest.mark.parametrize("aggregation", ["prompt", "token"])
+# ~25 s each (two launches); one aggregation in the quick suite
+@pytest.mark.parametrize("aggregation", ["prompt", pytest.param("token", marks=pytest.mark.slow)])
 def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggregation):
     # 3 prompt groups of 4 over 2 ranks: rank 0 trains 8 completions in 3 micro-batches of 3,
     # rank 1 4 completions in 2 and one zero-weighted padding micro-batch
