@@ -87,7 +87,7 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "2"]  # fmt: skip
 
 
-# ~25 s each (two launches); one aggregation in the quick suite
+# ~20-27 s each (a 1-rank and a 2-rank launch); one aggregation in the quick suite
 @pytest.mark.parametrize("aggregation", ["prompt", pytest.param("token", marks=pytest.mark.slow)])
 def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggregation):
     # 3 prompt groups of 4 over 2 ranks: rank 0 trains 8 completions in 3 micro-batches of 3,
@@ -131,7 +131,7 @@ def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggreg
         torch.testing.assert_close(two["weights"][name], w1, atol=1e-6, rtol=0, msg=name)
 
 
-@pytest.mark.slow  # ~60 s: two ranks through setup, 4 steps and 2 evaluations
+# ~21 s (one 2-rank launch: setup, 4 steps, 3 evaluations)
 def test_two_rank_run_writes_one_log_that_read_log_reads(tmp_path, init_dir):
     import rlcurves
 
@@ -166,7 +166,7 @@ def test_two_rank_run_writes_one_log_that_read_log_reads(tmp_path, init_dir):
     assert len(by_flops) == len(curve)
 
 
-@pytest.mark.slow  # ~60 s: two 2-rank launches
+@pytest.mark.slow  # ~45 s: two 2-rank launches
 def test_two_rank_run_resumes_from_its_sharded_checkpoint(tmp_path, init_dir):
     cfg = recipe_helpers.tiny_cfg(init_dir, steps=3, eval_every=2, checkpoint_every=2)
     config = tmp_path / "config.yaml"
