@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # One train_step on a fixed batch, with whatever ranks torchrun gives (none: one process). Rank 0
 # saves the step's log row and the updated full weights.
 WORKER = """
-import json, sys, torch
+import json, os, sys, torch
 from pathlib import Path
 from recipe import config as C, distributed
 from recipe.curriculum import PromptPool
@@ -41,6 +41,12 @@ optimizer = make_optimizer(cfg, s.model)
 pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
 raw = json.loads(batch_path.read_text())
 batch = Batch(raw["indices"], [[Completion(**c) for c in g] for g in raw["groups"]])
+if os.environ.get("POISON_RANK") == os.environ.get("RANK", "0"):  # a NaN loss on that rank only
+    real_loss = train.policy_loss
+    def poisoned(*args, **kwargs):
+        loss, diag = real_loss(*args, **kwargs)
+        return loss * float("nan"), diag
+    train.policy_loss = poisoned
 row = train.train_step(cfg, s, batch, optimizer, pool, step=1)
 weights = distributed.full_state_dict(s.model, ranks)
 if ranks.main:
@@ -67,10 +73,10 @@ def _batch(init, cfg, tmp_path):
     return path
 
 
-def _run(cmd, tmp_path, name, cfg_values, batch):
+def _run(cmd, tmp_path, name, cfg_values, batch, **extra_env):
     out = tmp_path / name
     out.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **extra_env}
     env.pop("WORLD_SIZE", None)
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
@@ -129,6 +135,23 @@ def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggreg
     assert step_size > 5e-5
     for name, w1 in one["weights"].items():
         torch.testing.assert_close(two["weights"][name], w1, atol=1e-6, rtol=0, msg=name)
+
+
+# ~20 s (one 2-rank launch)
+def test_a_nan_loss_on_one_rank_skips_the_update_on_all(tmp_path, init_dir):
+    # the other rank must not hang in FSDP's gradient reduction, and no rank may step
+    cfg_values = {
+        "init": str(init_dir), "train_prompts": 300, "val_prompts": 16, "prompts_per_step": 3,
+        "generations": 4, "threads": 1, "micro_batch_size": 3, "lr": 1e-4,
+    }  # fmt: skip
+    batch = _batch(init_dir, recipe_helpers.C.from_dict(cfg_values), tmp_path)
+    row, result = _run(TORCHRUN, tmp_path, "two", cfg_values, batch, POISON_RANK="1")
+    assert row["skipped_update"] and not row["updated"] and row["loss"] is None
+    from recipe.model import load_policy
+
+    init = load_policy(init_dir, torch.device("cpu"))[0].state_dict()
+    for name, w in result["weights"].items():
+        torch.testing.assert_close(w, init[name], rtol=0, atol=0, msg=name)
 
 
 # ~21 s (one 2-rank launch: setup, 4 steps, 3 evaluations)
