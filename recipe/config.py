@@ -119,7 +119,11 @@ class Config:
     # --- evaluation, checkpoints, accounting ---
     eval_every: int = _f(25, "evaluate every N steps (and at step 0 and the last step)")
     checkpoint_every: int = _f(50, "checkpoint every N steps (and at the last step)")
-    devices: int = _f(1, "devices in use; gpu_hours = wall-clock hours x devices (1 on CPU)")
+    devices: int = _f(
+        1,
+        "devices of a one-rank run (trainer + generators; 1 on CPU); each further torchrun "
+        "rank adds one; gpu_hours = wall-clock hours x devices",
+    )
     # 1, not 2: on a 2-core machine shared with other work, two OpenMP threads spin-wait on
     # each other (measured: warm-up step 0.15 s with 1 thread, 0.95 s with 2, under load)
     threads: int = _f(1, "torch CPU threads")

@@ -19,6 +19,7 @@ Precision (the same on CPU and GPU, only the device differs):
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from collections.abc import Sequence
 
@@ -153,6 +154,20 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+SHARDED_FORWARD = "recipe_body_and_head"
+
+
+def body_and_head(model, ids, mask, prompt_width, c_ids, real, fp32_head, temperature, chunk):
+    """log pi of the completion tokens ``c_ids[real]`` after the prompts (``ids`` = both)."""
+    hidden = body(model, ids, mask, positions(mask))
+    # the hidden state at position t predicts token t + 1
+    hidden = hidden[:, prompt_width - 1 : -1]
+    return sampled_logprobs(
+        model, hidden[real], c_ids[real], fp32_head=fp32_head, temperature=temperature,
+        chunk=chunk,
+    )  # fmt: skip
+
+
 def completion_logprobs(
     model: PreTrainedModel,
     prompts: Sequence[Sequence[int]],
@@ -178,13 +193,10 @@ def completion_logprobs(
     ids = torch.cat([p_ids, c_ids], dim=1)
     mask = torch.cat([p_mask, c_mask], dim=1)
     real = c_mask.bool()
+    # a sharded model (recipe/distributed.py) runs this as an FSDP forward method, so that its
+    # parameters are gathered for the body and the directly-read head alike
+    run = getattr(model, SHARDED_FORWARD, None) or functools.partial(body_and_head, model)
     with autocast(device, dtype):
-        hidden = body(model, ids, mask, positions(mask))
-        # the hidden state at position t predicts token t + 1
-        hidden = hidden[:, p_ids.shape[1] - 1 : -1]
-        logp = sampled_logprobs(
-            model, hidden[real], c_ids[real], fp32_head=fp32_head, temperature=temperature,
-            chunk=chunk,
-        )  # fmt: skip
+        logp = run(ids, mask, p_ids.shape[1], c_ids, real, fp32_head, temperature, chunk)
     full = torch.zeros(real.shape, dtype=logp.dtype, device=device).masked_scatter(real, logp)
     return full, c_mask.float()

@@ -89,10 +89,11 @@ def build_model(
     return LlamaForCausalLM(config)
 
 
-def save_policy(model: PreTrainedModel, tokenizer, out: str | Path) -> Path:
-    """Save model and tokenizer as a Hugging Face folder that transformers 4.x and 5.x load."""
+def save_policy(model: PreTrainedModel, tokenizer, out: str | Path, state_dict=None) -> Path:
+    """Save model and tokenizer as a Hugging Face folder that transformers 4.x and 5.x load;
+    ``state_dict``: these (full) weights instead of the model's own (a sharded model's)."""
     out = Path(out)
-    model.save_pretrained(out)
+    model.save_pretrained(out, state_dict=state_dict)
     tokenizer.save_pretrained(out)
     # transformers 5 writes its own class name; the 4.x name loads in both (and in vLLM)
     cfg_path = out / "tokenizer_config.json"

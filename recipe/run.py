@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from recipe.config import Config
+from recipe import distributed
+from recipe.config import Config, ConfigError
 from recipe.forward import resolve_device
 from recipe.generate import TorchGenerator
 from recipe.length_control import InterruptingGenerator
@@ -43,14 +45,22 @@ class Setup:
     val_prompts: list[Prompt]
     train_ids: list[list[int]]
     val_ids: list[list[int]]
+    ranks: distributed.Ranks = distributed.SINGLE  # torchrun's ranks (recipe/distributed.py)
+    parameters: int = 0  # the policy's parameter count (for the FLOPs axis)
 
 
-def setup(cfg: Config, out: Path) -> Setup:
-    """Task, model (warmed up in ``out/init`` when no ``init`` is given), tokenizer, prompt ids."""
-    device = resolve_device(cfg.device)
+def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE) -> Setup:
+    """Task, model (warmed up in ``out/init`` when no ``init`` is given), tokenizer, prompt ids.
+
+    With several ranks, rank 0 warms up and the others wait; the model is not sharded yet (the
+    generators copy it first: :func:`make_generators`, then :func:`shard`).
+    """
+    device = distributed.rank_device(resolve_device(cfg.device), ranks)
     task = load_task(cfg)
     init = Path(cfg.init) if cfg.init is not None else out / "init"
-    if cfg.init is None and not (init / "config.json").exists():
+    needs_warm_up = cfg.init is None and not (init / "config.json").exists()
+    needs_warm_up = distributed.broadcast(needs_warm_up, ranks)  # rank 0's view decides
+    if needs_warm_up and ranks.main:
         # the built model is the addition task's character-level one
         pool, _ = split_problems(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
         warm_up(
@@ -58,6 +68,7 @@ def setup(cfg: Config, out: Path) -> Setup:
             intermediate=cfg.intermediate, steps=cfg.warmup_sft_steps, mix=cfg.warmup_mix,
             pool=pool, target=cfg.warmup_target, seed=cfg.seed, device=device,
         )  # fmt: skip
+    distributed.barrier(ranks)
     model, tokenizer = load_policy(init, device)
     if cfg.gradient_checkpointing:
         no_reentrant = {"use_reentrant": False}
@@ -72,7 +83,26 @@ def setup(cfg: Config, out: Path) -> Setup:
         val_prompts=val_prompts,
         train_ids=encode_prompts(tokenizer, [p.text for p in train_prompts], cfg.chat_template),
         val_ids=encode_prompts(tokenizer, [p.text for p in val_prompts], cfg.chat_template),
+        ranks=ranks, parameters=sum(p.numel() for p in model.parameters()),
     )  # fmt: skip
+
+
+def shard(cfg: Config, s: Setup) -> None:
+    """FSDP2 over the ranks (no-op with one process); before the optimizer is built."""
+    bf16 = s.device.type == "cuda" and cfg.dtype == "bfloat16"
+    distributed.shard(s.model, s.ranks, bf16=bf16, fp32_head=cfg.fp32_head)
+
+
+def devices_in_use(cfg: Config, ranks: distributed.Ranks) -> int:
+    """``devices`` counts a one-rank run's devices (trainer + generator engines); every
+    further trainer rank adds one."""
+    return cfg.devices + ranks.world - 1
+
+
+def flops(parameters: int, trained_tokens: int, generated_tokens: int) -> float:
+    """Training FLOPs (6 N per token through forward + backward) plus generation's (2 N per
+    sampled token): the usual dense-transformer estimate, attention left out."""
+    return 6.0 * parameters * trained_tokens + 2.0 * parameters * generated_tokens
 
 
 def make_optimizer(cfg: Config, model) -> torch.optim.Optimizer:
@@ -108,16 +138,21 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
     The torch sampler shares the trainer's model in sync and PPO-off-policy modes (generation
     never overlaps an update there) and holds its own copy for PipelineRL. Evaluation runs on
     the trainer's model (torch) or through the rollout engine itself (vLLM: no second engine).
+    With several ranks only rank 0 has engines (``(None, None)`` elsewhere) and the torch ones
+    hold their own unsharded copies, which the pushes keep current.
     """
+    if not s.ranks.main:
+        return None, None
+    own_copy = s.ranks.active
     evaluator = TorchGenerator(
         s.model, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id, fp32_head=cfg.fp32_head,
-        seed=cfg.seed + 2, dtype=cfg.dtype, copy=False,
+        seed=cfg.seed + 2, dtype=cfg.dtype, copy=own_copy,
     )  # fmt: skip
     if cfg.generator == "torch":
         generator = TorchGenerator(
             s.model, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id,
             fp32_head=cfg.fp32_head, seed=cfg.seed + 1, dtype=cfg.dtype,
-            copy=cfg.mode == "pipeline",
+            copy=cfg.mode == "pipeline" or own_copy,
         )  # fmt: skip
     else:
         # imported here: vllm is optional (and starts engine processes: callers need a main guard)
@@ -139,8 +174,15 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
     return generator, evaluator
 
 
-def make_rollouts(cfg: Config, generator, pool, prompt_ids, first_step: int):
-    """The rollout source of ``cfg.mode`` (recipe/pipeline.py)."""
+def make_rollouts(
+    cfg: Config, generator, pool, prompt_ids, first_step: int,
+    ranks: distributed.Ranks = distributed.SINGLE,
+):  # fmt: skip
+    """The rollout source of ``cfg.mode`` (recipe/pipeline.py); with several ranks, rank 0's
+    broadcasts each batch to the others (:class:`recipe.distributed.RankRollouts`)."""
+    if ranks.active:
+        inner = make_rollouts(cfg, generator, pool, prompt_ids, first_step) if ranks.main else None
+        return distributed.RankRollouts(inner, ranks)
     if cfg.mode == "pipeline":
         return PipelineRollouts(
             generator, pool, prompt_ids, cfg, cfg.max_lag,
@@ -162,9 +204,78 @@ def load_checkpoint(path: Path) -> dict:
     return torch.load(path, weights_only=True, map_location="cpu")
 
 
+def checkpoint(path: Path, state: dict, model, optimizer, ranks=distributed.SINGLE) -> None:
+    """Save ``state`` (step, counters, pool, ...) with the model and AdamW state.
+
+    One process: one ``torch.save`` file. Several ranks: each rank writes its own shards with
+    torch.distributed.checkpoint into ``<path>.shards/step-N``; then rank 0 writes ``path``
+    (pointing there) atomically and removes the older step folder, so a kill at any point
+    leaves a complete checkpoint.
+    """
+    if not ranks.active:
+        save_checkpoint(path, {**state, "model": model.state_dict(),
+                               "optimizer": optimizer.state_dict()})  # fmt: skip
+        return
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    shards = path.parent / f"{path.name}.shards" / f"step-{state['step']}"
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    dcp.save({"model": model_sd, "optimizer": optim_sd}, checkpoint_id=shards)
+    distributed.barrier(ranks)
+    if ranks.main:
+        previous = load_checkpoint(path).get("shards") if path.exists() else None
+        save_checkpoint(path, {**state, "shards": shards.name, "world": ranks.world})
+        if previous is not None and previous != shards.name:
+            shutil.rmtree(shards.parent / previous, ignore_errors=True)
+    distributed.barrier(ranks)
+
+
+def restore(path: Path, model, optimizer, ranks=distributed.SINGLE) -> dict | None:
+    """Load what :func:`checkpoint` saved into ``model`` and ``optimizer``; returns the rest of
+    the state, or None when there is no checkpoint (a fresh start)."""
+    if not path.exists():
+        return None
+    state = load_checkpoint(path)
+    sharded = "shards" in state
+    if sharded != ranks.active or (sharded and state["world"] != ranks.world):
+        saved = f"{state['world']} ranks" if sharded else "one process"
+        raise ConfigError(
+            f"{path} was written by {saved}; resume with the same launch "
+            f"(now {ranks.world} rank{'s' if ranks.world > 1 else ''})"
+        )
+    if not sharded:
+        model.load_state_dict(state.pop("model"))
+        optimizer.load_state_dict(state.pop("optimizer"))
+        return state
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    loaded = {"model": model_sd, "optimizer": optim_sd}
+    dcp.load(loaded, checkpoint_id=path.parent / f"{path.name}.shards" / state["shards"])
+    set_state_dict(
+        model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"]
+    )
+    return state
+
+
 def _finite(x: float | None) -> float | None:
     """JSON has no NaN/inf: non-finite numbers are logged as null."""
     return x if x is not None and math.isfinite(x) else None
+
+
+class NullLog:
+    """The log of ranks other than 0: writes nothing."""
+
+    def write(self, row: dict) -> None:
+        pass
+
+    def sync(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
 
 
 class Log:

@@ -2,6 +2,10 @@
 
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo --resume
+    torchrun --standalone --nproc-per-node 2 -m recipe.train --config ... --out ...  # FSDP2
+
+With torchrun the same loop runs on every rank (recipe/distributed.py: rank 0 generates,
+evaluates and logs; the update is sharded).
 
 One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
 them with the task's reward (recipe/tasks), drop zero-variance prompts, compute advantages, take
@@ -25,7 +29,9 @@ Hugging Face folder).
 
 Compute accounting: ``wall_seconds`` counts the training steps' wall-clock time (generation,
 scoring, update, weight push), not evaluation or checkpoint I/O, so the evaluation frequency does
-not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = 1 on CPU).
+not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = the
+config's ``devices``, 1 on CPU, plus one per further torchrun rank); ``flops`` is the cumulative
+6 x parameters x trained tokens + 2 x parameters x generated tokens.
 After ``--resume`` the counter continues from the checkpoint's value: the time lost between the
 checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
 """
@@ -40,22 +46,27 @@ import torch
 from tqdm import tqdm
 
 from recipe import config as config_mod
+from recipe import distributed
 from recipe.advantages import advantages, zero_variance_keep
 from recipe.config import Config, ConfigError
 from recipe.curriculum import PromptPool
-from recipe.forward import completion_logprobs, right_pad
+from recipe.forward import completion_logprobs, resolve_device, right_pad
 from recipe.generate import Completion
 from recipe.loss import policy_loss, token_weights
 from recipe.model import save_policy
 from recipe.pipeline import Batch, SharedPool, version_stats
 from recipe.run import (
     Log,
-    load_checkpoint,
+    NullLog,
+    checkpoint,
+    devices_in_use,
+    flops,
     make_generators,
     make_optimizer,
     make_rollouts,
-    save_checkpoint,
+    restore,
     setup,
+    shard,
 )
 from recipe.tasks import Prompt
 
@@ -80,7 +91,7 @@ def loss_mask(c: Completion) -> list[float]:
 
 def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict:
     """One RL update on ``batch``; returns the train log fields (before accounting)."""
-    model, device = s.model, s.device
+    model, device, ranks = s.model, s.device, s.ranks
     idx, groups = batch.indices, batch.groups
     flat = [c for g in groups for c in g]
     rewards = torch.tensor([
@@ -116,6 +127,7 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
         "grad_norm": None,
         "skipped_update": False,
         "updated": False,
+        "trained_tokens": 0,
     }
     lr = cfg.lr * min(1.0, step / max(1, cfg.lr_warmup_steps))
     for group in optimizer.param_groups:
@@ -125,6 +137,10 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
         return row
 
     kept = keep.nonzero().squeeze(1).tolist()
+    # what the forward and backward process: prompt + completion of every kept completion
+    row["trained_tokens"] = sum(
+        len(s.train_ids[idx[int(group_ids[k])]]) + len(flat[k].tokens) for k in kept
+    )
     masks = [loss_mask(flat[k]) for k in kept]
     kept_groups = group_ids[keep].to(device)
     width = max(1, max(len(m) for m in masks))
@@ -136,27 +152,32 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
     total, finite, tok_on, clip_sum, rho_sum = 0.0, True, 0.0, 0.0, 0.0
     rho_max: float | None = None
     gap_max: float | None = None
-    for lo in range(0, len(kept), mb_size):
-        mb = kept[lo : lo + mb_size]
+    # positions into ``kept``; with several ranks, this rank's prompt groups (recipe/distributed.py)
+    group_of = kept_groups.tolist()
+    for pos, scale in distributed.micro_batches(list(range(len(kept))), group_of, mb_size, ranks):
+        mb = [kept[p] for p in pos]
+        at = torch.tensor(pos, device=device)
         logp_train, _ = completion_logprobs(
             model, [s.train_ids[idx[int(group_ids[k])]] for k in mb], [flat[k].tokens for k in mb],
             fp32_head=cfg.fp32_head, temperature=cfg.temperature, pad_id=s.tokenizer.pad_token_id,
             dtype=cfg.dtype, chunk=cfg.logprob_chunk,
         )  # fmt: skip
         w = logp_train.shape[1]
-        mask = right_pad(masks[lo : lo + mb_size], w, device=device)
+        mask = right_pad([masks[p] for p in pos], w, device=device)
         logp_gen = right_pad([flat[k].logprobs for k in mb], w, device=device)
         loss, diag = policy_loss(
-            cfg.loss, logp_train, logp_gen, adv[lo : lo + mb_size].to(device), mask,
-            kept_groups[lo : lo + mb_size], aggregation=cfg.aggregation, eps_max=cfg.eps_max,
-            eps_low=cfg.eps_low, eps_high=cfg.eps_high, weights=weights[lo : lo + mb_size, :w],
+            cfg.loss, logp_train, logp_gen, adv.to(device)[at], mask, kept_groups[at],
+            aggregation=cfg.aggregation, eps_max=cfg.eps_max, eps_low=cfg.eps_low,
+            eps_high=cfg.eps_high, weights=weights[at, :w] * scale,
         )  # fmt: skip
         if not torch.isfinite(loss):
             finite = False  # a NaN/inf loss must never reach the weights (nor AdamW's moments)
-            break
+            if not ranks.active:
+                break
+            # the other ranks' backward waits on this one's: go on, the gradients are dropped
         loss.backward()
         total += loss.item()
-        n_on = float(mask.sum())
+        n_on = float(mask.sum()) * scale
         if n_on:
             tok_on += n_on
             clip_sum += diag["clip_fraction"] * n_on
@@ -171,8 +192,15 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
             w, device=device,
         )  # fmt: skip
         gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
-        if gap.numel():
+        if gap.numel() and scale:
             gap_max = max(gap.max().item(), gap_max or 0.0)
+    if ranks.active:  # the whole batch's diagnostics
+        total, tok_on, clip_sum, rho_sum, n_bad = distributed.all_sum(
+            [total, tok_on, clip_sum, rho_sum, float(not finite)], ranks
+        )
+        finite = n_bad == 0
+        rho_max = distributed.all_max_optional(rho_max, ranks)
+        gap_max = distributed.all_max_optional(gap_max, ranks)
     if not finite:
         optimizer.zero_grad(set_to_none=True)
         row["skipped_update"] = True
@@ -181,7 +209,7 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
     if tok_on:
         row.update(clip_fraction=clip_sum / tok_on, rho_mean=rho_sum / tok_on)
     clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+    grad_norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
     row["grad_norm"] = grad_norm.item()
     if torch.isfinite(grad_norm):
         optimizer.step()
@@ -218,40 +246,53 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     log_path, ckpt_path = out / "log.jsonl", out / "checkpoint.pt"
     if not resume and log_path.exists() and log_path.stat().st_size > 0:
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
-    (out / "config.yaml").write_text(config_mod.to_yaml(cfg))
+    ranks = distributed.init(resolve_device(cfg.device))  # torchrun's ranks, or one process
+    distributed.barrier(ranks)  # every rank has checked the log before rank 0 writes
+    if ranks.main:
+        (out / "config.yaml").write_text(config_mod.to_yaml(cfg))
     torch.set_num_threads(cfg.threads)
     for note in config_mod.inert_settings(cfg):
         warnings.warn(f"config: {note}", UserWarning, stacklevel=2)
 
-    s = setup(cfg, out)  # task, model (FP32 master weights on the device), tokenizer, prompts
-    optimizer = make_optimizer(cfg, s.model)
+    s = setup(cfg, out, ranks)  # task, model (FP32 master weights), tokenizer, prompts
     pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
     max_len = max(map(len, s.train_ids + s.val_ids)) + cfg.max_new_tokens
-    generator, evaluator = make_generators(cfg, s, max_len)
+    generator, evaluator = make_generators(cfg, s, max_len)  # rank 0's (None elsewhere)
+    shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
+    optimizer = make_optimizer(cfg, s.model)
     rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
+    devices = devices_in_use(cfg, ranks)
 
-    state = load_checkpoint(ckpt_path) if resume and ckpt_path.exists() else None
-    start, wall, samples_total, tokens_total = 0, 0.0, 0, 0
+    # model and AdamW state restored in place (sharded: each rank reads its own shards)
+    state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
+    start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
     if state is not None:
-        s.model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
         pool.load_state_dict(state["pool"])
-        generator.push_weights(s.model.state_dict(), version=state["step"])
+        weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+        if generator is not None:
+            generator.push_weights(weights, version=state["step"])
         if rng is not None and state["sampler_rng"] is not None:
             rng.set_state(state["sampler_rng"].cpu())
         start, wall = state["step"], state["wall_seconds"]
         samples_total, tokens_total = state["samples_total"], state["tokens_total"]
-    log = Log(log_path, keep_bytes=state["log_bytes"] if state is not None else None)
+        flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
+    keep = state["log_bytes"] if state is not None else None
+    log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
 
     def eval_row(step: int) -> dict:
-        if evaluator is generator:  # vLLM evaluates through the rollout engine: load its weights
+        if cfg.generator == "vllm":  # vLLM evaluates through the rollout engine: load its weights
             if rollouts is not None:
                 rollouts.sync()
         else:  # the torch evaluator samples from the trainer's own model: only the version
-            evaluator.push_weights(s.model.state_dict(), version=step)
+            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+            if evaluator is not None:
+                evaluator.push_weights(weights, version=step)
+        if not ranks.main:
+            return {}
         rate = evaluate(cfg, evaluator, s, step)
         return {
-            "kind": "eval", "step": step, "gpu_hours": wall / 3600 * cfg.devices,
+            "kind": "eval", "step": step, "gpu_hours": wall / 3600 * devices,
+            "flops": flops_total,
             "wall_seconds": wall, "val_pass_rate": rate, "val_prompts": len(s.val_ids),
             "val_samples_per_prompt": cfg.val_samples_per_prompt,
         }  # fmt: skip
@@ -260,22 +301,24 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     try:
         if start == 0:
             log.write(eval_row(0))
-        rollouts = make_rollouts(cfg, generator, pool, s.train_ids, first_step=start + 1)
-        bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", disable=None, initial=start,
-                   total=cfg.steps)  # fmt: skip
+        rollouts = make_rollouts(cfg, generator, pool, s.train_ids, start + 1, ranks)
+        bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", disable=None if ranks.main else True,
+                   initial=start, total=cfg.steps)  # fmt: skip
         for step in bar:
             t0 = time.perf_counter()
             gen_idle0, waited0 = rollouts.generator_idle.seconds(), rollouts.trainer_wait
             batch = rollouts.next_batch(step)  # raises GeneratorFailed if the generator died
             row = train_step(cfg, s, batch, optimizer, pool, step)
-            rollouts.push(s.model.state_dict(), version=step)  # a failed push raises: stop
+            # the full weights (a collective with several ranks); a failed push raises: stop
+            rollouts.push(distributed.full_state_dict(s.model, ranks), version=step)
             elapsed = time.perf_counter() - t0
             wall += elapsed
             samples_total += row["samples"]
             tokens_total += row["tokens"]
+            flops_total += flops(s.parameters, row["trained_tokens"], row["tokens"])
             log.write({
-                "kind": "train", "step": step, "gpu_hours": wall / 3600 * cfg.devices,
-                "wall_seconds": wall, **row,
+                "kind": "train", "step": step, "gpu_hours": wall / 3600 * devices,
+                "wall_seconds": wall, "flops": flops_total, **row,
                 "generator_idle_fraction":
                     min(1.0, (rollouts.generator_idle.seconds() - gen_idle0) / elapsed),
                 "trainer_idle_fraction": (rollouts.trainer_wait - waited0) / elapsed,
@@ -286,26 +329,30 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 ev = eval_row(step)
                 rollouts.release()
                 log.write(ev)
-                bar.set_postfix(val=f"{ev['val_pass_rate']:.3f}")
+                if ranks.main:
+                    bar.set_postfix(val=f"{ev['val_pass_rate']:.3f}")
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
-                save_checkpoint(ckpt_path, {
+                checkpoint(ckpt_path, {
                     "step": step, "wall_seconds": wall, "samples_total": samples_total,
-                    "tokens_total": tokens_total, "log_bytes": log.sync(),
-                    "model": s.model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "pool": pool.state_dict(),
+                    "tokens_total": tokens_total, "flops_total": flops_total,
+                    "log_bytes": log.sync(), "pool": pool.state_dict(),
                     "sampler_rng": rng.get_state() if rng is not None else None,
-                })  # fmt: skip
+                }, s.model, optimizer, ranks)  # fmt: skip
             if stop_after is not None and step >= stop_after:
                 return
         if start < cfg.steps or not (out / "final" / "config.json").exists():
-            save_policy(s.model, s.tokenizer, out / "final")
+            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+            if ranks.main:
+                save_policy(s.model, s.tokenizer, out / "final", state_dict=weights)
     finally:
         if rollouts is not None:
             rollouts.close()
         log.close()
-        generator.close()
-        if evaluator is not generator:
+        if generator is not None:
+            generator.close()
+        if evaluator is not None and evaluator is not generator:
             evaluator.close()
+        distributed.close(ranks)
 
 
 if __name__ == "__main__":

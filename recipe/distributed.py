@@ -1,0 +1,218 @@
+"""Several trainer processes: torchrun setup, FSDP2 sharding, the batch split, global reductions.
+
+    torchrun --nproc-per-node 2 -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/x
+
+One process = one rank = one device. Rank 0 owns the rollout source (the generator engine, the
+prompt pool's draws, evaluation) and the log; each step it broadcasts the batch and every rank
+computes the same rewards, pool update, zero-variance filter, advantages and aggregation weights
+on the *whole* batch (cheap: numbers per completion), so those are global by construction. Only
+the forward/backward is split: each rank takes whole prompt groups (group g goes to rank
+g mod world) and weights its tokens with the whole batch's ``token_weights``, so the sum of the
+ranks' losses is the one-process loss. FSDP2 sums (not averages) the ranks' gradients.
+
+With one process (no ``WORLD_SIZE`` or ``WORLD_SIZE=1``) every function here is the identity and
+the trainer is the single-process one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """Where this process stands: ``rank`` of ``world`` (``local`` = its device index)."""
+
+    rank: int = 0
+    world: int = 1
+    local: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def active(self) -> bool:
+        return self.world > 1
+
+
+SINGLE = Ranks()
+
+
+def init(device: torch.device) -> Ranks:
+    """Join the torchrun group (gloo on CPU, nccl on CUDA); one process: :data:`SINGLE`."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return SINGLE
+    ranks = Ranks(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        if device.type == "cuda":
+            torch.cuda.set_device(ranks.local)
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    return ranks
+
+
+def rank_device(device: torch.device, ranks: Ranks) -> torch.device:
+    """Each rank's own GPU (``cuda:LOCAL_RANK``); CPU is shared."""
+    if device.type == "cuda" and ranks.active:
+        return torch.device("cuda", ranks.local)
+    return device
+
+
+def close(ranks: Ranks) -> None:
+    if ranks.active and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The transformer blocks (Hugging Face names their class in ``_no_split_modules``)."""
+    names = set(getattr(model, "_no_split_modules", None) or [])
+    return [m for m in model.modules() if type(m).__name__ in names]
+
+
+def shard(model: torch.nn.Module, ranks: Ranks, *, bf16: bool, fp32_head: bool):
+    """FSDP2 ``fully_shard`` per decoder layer, then the root; in place, returns ``model``.
+
+    ``bf16`` (GPU): parameters all-gathered in bf16, gradients reduced in FP32, the FP32 shards
+    stay the master weights. The LM head keeps FP32 parameters when ``fp32_head``. On CPU the
+    policy is plain FP32, which is what makes the 1-rank / 2-rank comparison exact to rounding.
+    """
+    if not ranks.active:
+        return model
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
+    body = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    policy = body if bf16 else fp32
+    from torch.distributed.fsdp import register_fsdp_forward_method
+
+    from recipe.forward import SHARDED_FORWARD, body_and_head
+
+    units = [fully_shard(layer, mp_policy=policy) for layer in decoder_layers(model)]
+    # the root (embeddings, final norm, LM head) in FP32 when the head is: recipe/forward.py
+    # reads the head's weight directly. A root keeps its parameters gathered from forward to
+    # the end of backward, which that direct read (and the checkpointed chunks' recomputation)
+    # needs; forward.py calls the body and head, not the model's forward, so that call is
+    # registered as an FSDP forward method.
+    units.append(fully_shard(model, mp_policy=fp32 if fp32_head else policy))
+    setattr(model, SHARDED_FORWARD, functools.partial(body_and_head, model))
+    register_fsdp_forward_method(model, SHARDED_FORWARD)
+    for unit in units:  # every rank's loss carries the whole batch's denominators: sum
+        unit.set_gradient_divide_factor(1.0)
+        unit.set_force_sum_reduction_for_comms(True)  # a plain SUM (gloo has no PREMUL_SUM)
+    return model
+
+
+def micro_batches(
+    positions: list[int], group_of: list[int], size: int, ranks: Ranks
+) -> list[tuple[list[int], float]]:
+    """This rank's micro-batches of ``positions`` (whole prompt groups, group g on rank
+    g mod world), each with a scale: 1.0, or 0.0 for a padding micro-batch.
+
+    FSDP's forward and backward are collectives, so every rank must run the same number of
+    micro-batches: a rank with fewer repeats its first completion with its loss scaled by 0.
+    """
+    if not ranks.active:
+        return [(positions[lo : lo + size], 1.0) for lo in range(0, len(positions), size)]
+    mine = [p for p, g in zip(positions, group_of, strict=True) if g % ranks.world == ranks.rank]
+    chunks = [(mine[lo : lo + size], 1.0) for lo in range(0, len(mine), size)]
+    n = int(all_max([float(len(chunks))], ranks)[0])
+    pad = (mine or positions)[:1]
+    return chunks + [(pad, 0.0)] * (n - len(chunks))
+
+
+def _reduce(values: list[float], ranks: Ranks, op) -> list[float]:
+    if not ranks.active:
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.all_reduce(t, op=op)
+    return t.cpu().tolist()
+
+
+def all_sum(values: list[float], ranks: Ranks) -> list[float]:
+    return _reduce(values, ranks, dist.ReduceOp.SUM if ranks.active else None)
+
+
+def all_max(values: list[float], ranks: Ranks) -> list[float]:
+    return _reduce(values, ranks, dist.ReduceOp.MAX if ranks.active else None)
+
+
+def all_max_optional(value: float | None, ranks: Ranks) -> float | None:
+    """The max over ranks of a value some ranks may not have (None)."""
+    (m,) = all_max([-math.inf if value is None else value], ranks)
+    return None if m == -math.inf else m
+
+
+def broadcast(obj, ranks: Ranks):
+    """Rank 0's ``obj`` on every rank (our own objects between our own processes)."""
+    if not ranks.active:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier(ranks: Ranks) -> None:
+    if ranks.active:
+        dist.barrier()
+
+
+def local_value(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's full value (``clip_grad_norm_`` over sharded parameters returns one)."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict:
+    """The unsharded weights (on CPU), for the generator push: a collective; rank 0 gets them,
+    the other ranks an empty dict."""
+    if not ranks.active:
+        return model.state_dict()
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=options)
+
+
+class _NoClock:
+    def seconds(self) -> float:
+        return 0.0
+
+
+class RankRollouts:
+    """The rollout source on every rank: rank 0's real one (``inner``), whose batches are
+    broadcast; the other ranks (``inner=None``) receive them. Idle clocks are rank 0's."""
+
+    def __init__(self, inner, ranks: Ranks) -> None:
+        self.inner, self.ranks = inner, ranks
+
+    @property
+    def generator_idle(self):
+        return self.inner.generator_idle if self.inner is not None else _NoClock()
+
+    @property
+    def trainer_wait(self) -> float:
+        return self.inner.trainer_wait if self.inner is not None else 0.0
+
+    def next_batch(self, step: int):
+        batch = self.inner.next_batch(step) if self.inner is not None else None
+        if batch is not None:  # resolved futures do not travel
+            batch = dataclasses.replace(batch, futures=[])
+        return broadcast(batch, self.ranks)
+
+    def push(self, state_dict, version: int) -> None:
+        if self.inner is not None:
+            self.inner.push(state_dict, version=version)
+
+    def __getattr__(self, name):  # hold / release / sync / close: rank 0's, no-ops elsewhere
+        if name.startswith("_") or name in ("inner", "ranks"):
+            raise AttributeError(name)
+        return getattr(self.inner, name) if self.inner is not None else (lambda *a, **k: None)

@@ -1,0 +1,223 @@
+"""The sharded trainer (recipe/distributed.py) on CPU with gloo: two ranks = one rank."""
+
+import dataclasses
+import itertools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import recipe_helpers
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# One train_step on a fixed batch, with whatever ranks torchrun gives (none: one process). Rank 0
+# saves the step's log row and the updated full weights.
+WORKER = """
+import json, os, sys, torch
+from pathlib import Path
+from recipe import config as C, distributed
+from recipe.curriculum import PromptPool
+from recipe.forward import resolve_device
+from recipe.generate import Completion
+from recipe.pipeline import Batch, SharedPool
+from recipe.run import make_optimizer, setup, shard
+from recipe import train
+
+# the tiny policy scores 0 on the task: a reward that varies within groups, so the step moves
+train.score = lambda task, tokenizer, stop_ids, c, prompt: float(sum(c.tokens) % 3 == 0)
+
+cfg_values, batch_path, out = json.loads(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+cfg = C.from_dict(cfg_values)
+torch.set_num_threads(1)
+torch.manual_seed(0)
+ranks = distributed.init(resolve_device(cfg.device))
+s = setup(cfg, out, ranks)
+shard(cfg, s)
+optimizer = make_optimizer(cfg, s.model)
+pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
+raw = json.loads(batch_path.read_text())
+batch = Batch(raw["indices"], [[Completion(**c) for c in g] for g in raw["groups"]])
+if os.environ.get("POISON_RANK") == os.environ.get("RANK", "0"):  # a NaN loss on that rank only
+    real_loss = train.policy_loss
+    def poisoned(*args, **kwargs):
+        loss, diag = real_loss(*args, **kwargs)
+        return loss * float("nan"), diag
+    train.policy_loss = poisoned
+row = train.train_step(cfg, s, batch, optimizer, pool, step=1)
+weights = distributed.full_state_dict(s.model, ranks)
+if ranks.main:
+    torch.save({"weights": weights, "pool": pool.state_dict()}, out / "result.pt")
+    (out / "row.json").write_text(json.dumps(row))
+distributed.close(ranks)
+"""
+
+
+def _batch(init, cfg, tmp_path):
+    """One step's rollouts from the tiny policy, as JSON."""
+    from recipe.curriculum import PromptPool
+    from recipe.pipeline import SharedPool
+    from recipe.run import make_generators, make_rollouts, setup
+
+    torch.set_num_threads(1)
+    s = setup(cfg, tmp_path / "gen")
+    pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
+    generator, _ = make_generators(cfg, s, 64)
+    batch = make_rollouts(cfg, generator, pool, s.train_ids, first_step=1).next_batch(1)
+    path = tmp_path / "batch.json"
+    groups = [[dataclasses.asdict(c) for c in g] for g in batch.groups]
+    path.write_text(json.dumps({"indices": batch.indices, "groups": groups}))
+    return path
+
+
+def _run(cmd, tmp_path, name, cfg_values, batch, **extra_env):
+    out = tmp_path / name
+    out.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **extra_env}
+    env.pop("WORLD_SIZE", None)
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    proc = subprocess.run(
+        [*cmd, str(script), json.dumps(cfg_values), str(batch), str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = torch.load(out / "result.pt", weights_only=True)
+    return json.loads((out / "row.json").read_text()), result
+
+
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", "2"]  # fmt: skip
+
+
+# ~20-27 s each (a 1-rank and a 2-rank launch); one aggregation in the quick suite
+@pytest.mark.parametrize("aggregation", ["prompt", pytest.param("token", marks=pytest.mark.slow)])
+def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggregation):
+    # 3 prompt groups of 4 over 2 ranks: rank 0 trains 8 completions in 3 micro-batches of 3,
+    # rank 1 4 completions in 2 and one zero-weighted padding micro-batch
+    cfg_values = {
+        "init": str(init_dir), "train_prompts": 300, "val_prompts": 16, "prompts_per_step": 3,
+        "generations": 4, "threads": 1, "micro_batch_size": 3, "aggregation": aggregation,
+        "zero_variance_filter": True, "lr": 1e-4, "lr_warmup_steps": 0,
+    }  # fmt: skip
+    cfg = recipe_helpers.C.from_dict(cfg_values)
+    batch = _batch(init_dir, cfg, tmp_path)
+    row1, one = _run([sys.executable], tmp_path, "one", cfg_values, batch)
+    row2, two = _run(TORCHRUN, tmp_path, "two", cfg_values, batch)
+    assert row1["updated"] and row2["updated"]
+    assert row2["loss"] == pytest.approx(row1["loss"], abs=1e-6)
+    assert row2["grad_norm"] == pytest.approx(row1["grad_norm"], rel=1e-5)
+    for key in (
+        "clip_fraction",
+        "rho_mean",
+        "rho_max",
+        "trained_tokens",
+        "samples",
+        "tokens",
+        "train_reward",
+        "prompts_filtered",
+    ):
+        assert row2[key] == pytest.approx(row1[key], rel=1e-6), key
+    torch.testing.assert_close(
+        two["pool"], one["pool"], rtol=0, atol=0, equal_nan=True
+    )  # same history
+    assert one["weights"].keys() == two["weights"].keys()
+    from recipe.model import load_policy
+
+    init = load_policy(init_dir, torch.device("cpu"))[0].state_dict()
+    step_size = max((one["weights"][k] - init[k]).abs().max().item() for k in init)
+    # AdamW's first step moves a weight by about lr whatever its gradient: lr = 1e-4 is 100x the
+    # tolerance, and small enough that Adam's g / (|g| + eps) on gradients near eps does not
+    # blow float32 rounding of the gradient sum up past it (at lr 1e-3: 2e-6 on 5 of 0.5M)
+    assert step_size > 5e-5
+    for name, w1 in one["weights"].items():
+        torch.testing.assert_close(two["weights"][name], w1, atol=1e-6, rtol=0, msg=name)
+
+
+# ~20 s (one 2-rank launch)
+def test_a_nan_loss_on_one_rank_skips_the_update_on_all(tmp_path, init_dir):
+    # the other rank must not hang in FSDP's gradient reduction, and no rank may step
+    cfg_values = {
+        "init": str(init_dir), "train_prompts": 300, "val_prompts": 16, "prompts_per_step": 3,
+        "generations": 4, "threads": 1, "micro_batch_size": 3, "lr": 1e-4,
+    }  # fmt: skip
+    batch = _batch(init_dir, recipe_helpers.C.from_dict(cfg_values), tmp_path)
+    row, result = _run(TORCHRUN, tmp_path, "two", cfg_values, batch, POISON_RANK="1")
+    assert row["skipped_update"] and not row["updated"] and row["loss"] is None
+    from recipe.model import load_policy
+
+    init = load_policy(init_dir, torch.device("cpu"))[0].state_dict()
+    for name, w in result["weights"].items():
+        torch.testing.assert_close(w, init[name], rtol=0, atol=0, msg=name)
+
+
+# ~21 s (one 2-rank launch: setup, 4 steps, 3 evaluations)
+def test_two_rank_run_writes_one_log_that_read_log_reads(tmp_path, init_dir):
+    import rlcurves
+
+    cfg = recipe_helpers.tiny_cfg(init_dir, steps=4, eval_every=2, prompts_per_step=3)
+    config = tmp_path / "config.yaml"
+    config.write_text(recipe_helpers.C.to_yaml(cfg))
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [*TORCHRUN, "-m", "recipe.train", "--config", str(config), "--out", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    rows = recipe_helpers.read_log(out / "log.jsonl")  # one log, rank 0's: no row twice
+    train = [r for r in rows if r["kind"] == "train"]
+    assert [r["step"] for r in train] == [1, 2, 3, 4]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4]
+    assert (out / "final" / "config.json").exists()
+    # accounting: one device per rank (cfg.devices = 1 is the one-rank run's)
+    for r in train:
+        assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2)
+    from recipe.model import load_policy
+
+    n = sum(p.numel() for p in load_policy(init_dir, torch.device("cpu"))[0].parameters())
+    expected = 0.0
+    for r in train:
+        expected += 6 * n * r["trained_tokens"] + 2 * n * r["tokens"]
+        assert r["flops"] == pytest.approx(expected)
+    curve = rlcurves.read_log(out / "log.jsonl")
+    assert len(curve) >= 2
+    by_flops = rlcurves.read_log(out / "log.jsonl", compute="flops")
+    assert len(by_flops) == len(curve)
+
+
+@pytest.mark.slow  # ~45 s: two 2-rank launches
+def test_two_rank_run_resumes_from_its_sharded_checkpoint(tmp_path, init_dir):
+    cfg = recipe_helpers.tiny_cfg(init_dir, steps=3, eval_every=2, checkpoint_every=2)
+    config = tmp_path / "config.yaml"
+    config.write_text(recipe_helpers.C.to_yaml(cfg))
+    out = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+    def launch(*extra):
+        proc = subprocess.run(
+            [*TORCHRUN, "-m", "recipe.train", "--config", str(config), "--out", str(out), *extra],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-4000:]
+
+    launch()
+    first = recipe_helpers.read_log(out / "log.jsonl")
+    assert sorted(p.name for p in (out / "checkpoint.pt.shards").iterdir()) == ["step-3"]
+    launch("--resume", "--set", "steps=5")
+    rows = recipe_helpers.read_log(out / "log.jsonl")
+    assert rows[: len(first)] == first
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 3, 4, 5]
+    train = [r for r in rows if r["kind"] == "train"]
+    assert all(b["wall_seconds"] > a["wall_seconds"] for a, b in itertools.pairwise(train))
+    assert all(b["flops"] > a["flops"] for a, b in itertools.pairwise(train))
+    # the same checkpoint refuses a one-process resume, with the launch to use
+    from recipe.config import ConfigError
+    from recipe.train import run
+
+    with pytest.raises(ConfigError, match="2 ranks"):
+        run(recipe_helpers.C.from_dict({**cfg.__dict__, "steps": 6}), out, resume=True)
