@@ -323,6 +323,9 @@ def on_device(index: int | None) -> Iterator[None]:
     if index is None:
         yield
         return
+    if torch.cuda.is_available():
+        # the trainer's own CUDA state first: it must keep seeing all of its devices
+        torch.cuda.init()
     with _ENV_LOCK:
         parent = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices(index, parent)
