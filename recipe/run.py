@@ -24,7 +24,8 @@ from recipe.task import split_problems
 from recipe.tasks import Prompt, Task, load_task
 
 # keys that may change between a run and its --resume (they do not change what is learned;
-# micro-batching and checkpointing change float rounding only)
+# micro-batching and checkpointing change float rounding only, the engines' count and
+# placement the sampling streams)
 RESUMABLE = (
     "steps", "eval_every", "checkpoint_every", "threads", "device", "micro_batch_size",
     "logprob_chunk", "gradient_checkpointing", "generators", "generator_devices",
@@ -113,10 +114,21 @@ def engine_layout(
         )
     from recipe.engines import engine_devices
 
-    return engine_devices(
+    layout = engine_devices(
         cfg.generators, cfg.generator_devices, cuda=device.type == "cuda",
         weight_transfer=cfg.weight_transfer, trainer_gpus=trainer_gpus(ranks),
     )  # fmt: skip
+    if (
+        layout is not None
+        and torch.cuda.is_available()
+        and max(layout) >= torch.cuda.device_count()
+    ):
+        raise ConfigError(
+            f"the {cfg.generators} vLLM engine(s) need GPUs {layout}, but this node shows "
+            f"{torch.cuda.device_count()} (0-{trainer_gpus(ranks) - 1} train): start fewer "
+            "trainer ranks or engines, or set 'generator_devices'"
+        )
+    return layout
 
 
 def devices_in_use(

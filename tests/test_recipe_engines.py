@@ -304,3 +304,18 @@ def test_make_generators_starts_one_engine_per_generator(monkeypatch, tmp_path, 
     assert all("gpu_memory_utilization" not in kw for _, kw in made)  # CPU: vLLM's own
     generator.close()
     assert all(e.closed for e in generator.engines)
+
+
+def test_more_engines_than_gpus_is_refused_with_the_fix(monkeypatch):
+    from recipe.config import ConfigError
+    from recipe.run import engine_layout
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    two = distributed.Ranks(rank=0, world=2, local=0)
+    cfg = C.from_dict({"generator": "vllm", "generators": 2, "device": "cuda"})
+    assert engine_layout(cfg, torch.device("cuda"), two) == [2, 3]
+    cfg = C.from_dict({"generator": "vllm", "generators": 6, "device": "cuda"})
+    with pytest.raises(ConfigError, match=r"need GPUs \[2, 3, 4, 5, 6, 7\].*shows 4"):
+        engine_layout(cfg, torch.device("cuda"), two)
