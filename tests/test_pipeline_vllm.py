@@ -153,7 +153,7 @@ def test_tiny_hf_model_trains_on_the_vllm_generator(tmp_path, kind, mode):
 # --------------------------------------------------------------------------- several engines
 
 
-@pytest.mark.slow  # two engine starts + 8 steps: 121 s for pipeline at load average ~5 (-s)
+@pytest.mark.slow  # two engine starts + 8 steps: 121-217 s (pipeline), 147-165 s (sync), load ~5
 @pytest.mark.parametrize("mode", ["sync", "pipeline"])
 def test_a_run_on_two_engines(tmp_path, mode):
     """``generators: 2`` end to end. Sync: each batch is split across the two offline engines
