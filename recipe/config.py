@@ -116,13 +116,29 @@ class Config:
         "vLLM weight push: rpc (bytes through collective_rpc; CPU or one GPU) | nccl (vLLM's "
         "native NCCL transfer; engine on its own GPU)",
     )
+    generators: int = _f(
+        1,
+        "vLLM engines generating rollouts (generator: vllm): each prompt group goes to the "
+        "least-loaded engine, every weight push reaches all of them (recipe/engines.py)",
+    )
+    generator_devices: list[int] | None = _f(  # noqa: RUF009  (None)
+        None,
+        "CUDA device of each engine, as indices into the trainer's visible devices; null = the "
+        "trainer's GPU for one rpc engine, else the GPUs after the node's trainer ranks",
+    )
     # --- evaluation, checkpoints, accounting ---
     eval_every: int = _f(25, "evaluate every N steps (and at step 0 and the last step)")
     checkpoint_every: int = _f(50, "checkpoint every N steps (and at the last step)")
     devices: int = _f(
         1,
-        "devices of a one-rank run (trainer + generators; 1 on CPU); each further torchrun "
-        "rank adds one; gpu_hours = wall-clock hours x devices",
+        "devices of a one-rank run that share the trainer's (1 on CPU); each further torchrun "
+        "rank and each engine on a GPU of its own adds one; gpu_hours = wall-clock hours x "
+        "devices",
+    )
+    dist_timeout: int = _f(
+        1800,
+        "seconds a torchrun rank waits in a collective before the job fails (a dead or hung "
+        "rank); must exceed rank 0's longest solo stretch: generation + evaluation",
     )
     # 1, not 2: on a 2-core machine shared with other work, two OpenMP threads spin-wait on
     # each other (measured: warm-up step 0.15 s with 1 thread, 0.95 s with 2, under load)
@@ -142,7 +158,7 @@ POSITIVE = (
     "eps_max", "max_lag", "digits", "train_prompts", "val_prompts", "val_samples_per_prompt",
     "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
     "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
-    "devices", "threads", "micro_batch_size", "logprob_chunk",
+    "devices", "threads", "micro_batch_size", "logprob_chunk", "generators", "dist_timeout",
 )  # fmt: skip
 NON_NEGATIVE = (
     "eps_low", "eps_high", "warmup_sft_steps", "warmup_mix", "lr_warmup_steps", "weight_decay",
@@ -242,6 +258,23 @@ def validate(cfg: Config) -> Config:
             "config key 'weight_transfer' = 'nccl' needs generator=vllm and mode=pipeline (the "
             "async engine on its own GPU); use rpc otherwise"
         )
+    if cfg.generators > 1 and cfg.generator != "vllm":
+        raise ConfigError(
+            f"config key 'generators' = {cfg.generators} needs generator=vllm: the torch "
+            "sampler runs inside the trainer's process, so there is only one"
+        )
+    if cfg.generator_devices is not None:
+        gpus = cfg.generator_devices
+        if len(gpus) != cfg.generators or len(set(gpus)) != len(gpus) or min(gpus) < 0:
+            raise ConfigError(
+                f"config key 'generator_devices' = {gpus!r} must list {cfg.generators} distinct "
+                "CUDA device indices >= 0 (one per engine, 'generators'), or be null"
+            )
+        if cfg.generator != "vllm" or cfg.device == "cpu":
+            raise ConfigError(
+                "config key 'generator_devices' places vLLM engines on GPUs: it needs "
+                "generator=vllm and a CUDA device (set it to null)"
+            )
     if cfg.init is None and cfg.task != "addition":
         raise ConfigError(
             f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "

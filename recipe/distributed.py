@@ -21,6 +21,7 @@ import functools
 import math
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -46,8 +47,14 @@ class Ranks:
 SINGLE = Ranks()
 
 
-def init(device: torch.device) -> Ranks:
-    """Join the torchrun group (gloo on CPU, nccl on CUDA); one process: :data:`SINGLE`."""
+def init(device: torch.device, timeout: float = 1800.0) -> Ranks:
+    """Join the torchrun group (gloo on CPU, nccl on CUDA); one process: :data:`SINGLE`.
+
+    ``timeout`` (seconds, the config's ``dist_timeout``): how long a collective waits for the
+    other ranks before it raises, so a rank that died or hangs fails the job instead of leaving
+    the others blocked (torchrun then stops every rank). Rank 0 alone generates and evaluates
+    while the others wait in the next collective, so it must exceed that stretch.
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world <= 1:
         return SINGLE
@@ -55,7 +62,9 @@ def init(device: torch.device) -> Ranks:
     if not dist.is_initialized():
         if device.type == "cuda":
             torch.cuda.set_device(ranks.local)
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", timeout=timedelta(seconds=timeout)
+        )
     return ranks
 
 

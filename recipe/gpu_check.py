@@ -10,6 +10,11 @@ generator/trainer log-prob mismatch; an MFU estimate of the trainer; and the bf1
 log-prob mismatch of the trainer's forward against an FP32 forward. Without CUDA it runs the same
 path on CPU with a tiny model (``--quick`` is implied): that is what CI checks.
 
+On a machine with 2 GPUs (and vLLM) a third run, ``vllm_two_gpus``: the trainer on GPU 0 and one
+vLLM engine on GPU 1 (``generator_devices: [1]``), weights pushed through vLLM's NCCL transfer
+(:func:`two_gpu_config`); its report adds the devices that ``gpu_hours`` counted (2). Which runs
+happen, and why one is skipped, is :func:`plan`.
+
 MFU, an estimate stated as such: the trainer's useful FLOPs per step are taken as
 ``6 x parameters x trained tokens`` (forward + backward of the kept completions, prompt tokens
 included) and the generator's as ``2 x parameters x generated tokens``; divided by the run's wall
@@ -53,6 +58,22 @@ def base_config(quick: bool, device: str, init: str | None) -> dict:
         "lr_warmup_steps": 1, "micro_batch_size": 8 if quick else 256, "threads": 1 if quick else 8,
         **model_shape(quick),
     }  # fmt: skip
+
+
+def two_gpu_config(quick: bool, init: str | None) -> dict:
+    """The 1-trainer + 1-engine variant: trainer on GPU 0, the engine alone on GPU 1 (vLLM's
+    default memory share there), weights through vLLM's NCCL transfer, CUDA graphs on."""
+    return {
+        **base_config(quick, "cuda", init), "generator": "vllm", "weight_transfer": "nccl",
+        "generator_devices": [1], "enforce_eager": False, "dtype": "bfloat16",
+    }  # fmt: skip
+
+
+def plan(cuda_devices: int, has_vllm: bool) -> dict[str, str | None]:
+    """Each run of the check: None (it runs) or why it is skipped."""
+    no_vllm = None if has_vllm else "vllm is not importable"
+    two = no_vllm or (None if cuda_devices >= 2 else f"needs 2 GPUs (found {cuda_devices})")
+    return {"torch_pipeline": None, "vllm_pipeline": no_vllm, "vllm_two_gpus": two}
 
 
 def summarize(out: Path, n_params: int, peak: float | None, prompts_per_step: int) -> dict:
@@ -147,8 +168,11 @@ def main(argv=None) -> None:
     if cuda:
         report["torch_pipeline"]["peak_memory_gb"] = torch.cuda.max_memory_allocated() / 2**30
     report["head_logprob_mismatch"] = head_mismatch(init, torch.device(device))
-    if importlib.util.find_spec("vllm") is None:
-        report["vllm_pipeline"] = {"skipped": "vllm is not importable"}
+    runs = plan(
+        torch.cuda.device_count() if cuda else 0, importlib.util.find_spec("vllm") is not None
+    )
+    if runs["vllm_pipeline"] is not None:
+        report["vllm_pipeline"] = {"skipped": runs["vllm_pipeline"]}
     else:
         try:
             vcfg = C.from_dict({
@@ -162,6 +186,20 @@ def main(argv=None) -> None:
             )
         except Exception as err:  # reported, not raised: the torch half of the check stands
             report["vllm_pipeline"] = {"error": repr(err)[:2000]}
+    if runs["vllm_two_gpus"] is not None:
+        report["vllm_two_gpus"] = {"skipped": runs["vllm_two_gpus"]}
+    else:
+        try:
+            run(C.from_dict(two_gpu_config(quick, str(init))), out / "vllm_two_gpus")
+            two = summarize(
+                out / "vllm_two_gpus", n_params, report["peak_bf16_flops"], cfg.prompts_per_step
+            )
+            last = [json.loads(x) for x in (out / "vllm_two_gpus" / "log.jsonl").read_text()
+                    .splitlines()][-1]  # fmt: skip
+            two["devices_counted"] = last["gpu_hours"] * 3600 / last["wall_seconds"]
+            report["vllm_two_gpus"] = two
+        except Exception as err:  # reported, not raised
+            report["vllm_two_gpus"] = {"error": repr(err)[:2000]}
     report["elapsed_s"] = time.perf_counter() - start
     path = out / "gpu_check.json"
     path.write_text(json.dumps(report, indent=1))

@@ -24,10 +24,12 @@ from recipe.task import split_problems
 from recipe.tasks import Prompt, Task, load_task
 
 # keys that may change between a run and its --resume (they do not change what is learned;
-# micro-batching and checkpointing change float rounding only)
+# micro-batching and checkpointing change float rounding only, the engines' count and
+# placement the sampling streams)
 RESUMABLE = (
     "steps", "eval_every", "checkpoint_every", "threads", "device", "micro_batch_size",
-    "logprob_chunk", "gradient_checkpointing",
+    "logprob_chunk", "gradient_checkpointing", "generators", "generator_devices",
+    "dist_timeout",
 )  # fmt: skip
 
 
@@ -93,10 +95,51 @@ def shard(cfg: Config, s: Setup) -> None:
     distributed.shard(s.model, s.ranks, bf16=bf16, fp32_head=cfg.fp32_head)
 
 
-def devices_in_use(cfg: Config, ranks: distributed.Ranks) -> int:
-    """``devices`` counts a one-rank run's devices (trainer + generator engines); every
-    further trainer rank adds one."""
-    return cfg.devices + ranks.world - 1
+def trainer_gpus(ranks: distributed.Ranks) -> int:
+    """Trainer ranks on this node (torchrun's ``LOCAL_WORLD_SIZE``): GPUs 0.. are theirs."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if ranks.active else 1
+
+
+def engine_layout(
+    cfg: Config, device: torch.device, ranks: distributed.Ranks = distributed.SINGLE
+) -> list[int] | None:
+    """The CUDA device of each vLLM engine (recipe/engines.py), or None where the engines see
+    the trainer's devices (CPU; one rpc engine sharing the trainer's GPU)."""
+    if cfg.generator != "vllm":
+        return None
+    if cfg.generator_devices is not None and device.type != "cuda":
+        raise ConfigError(
+            f"config key 'generator_devices' = {cfg.generator_devices!r} places engines on "
+            f"GPUs, but the trainer runs on {device}; set it to null"
+        )
+    from recipe.engines import engine_devices
+
+    layout = engine_devices(
+        cfg.generators, cfg.generator_devices, cuda=device.type == "cuda",
+        weight_transfer=cfg.weight_transfer, trainer_gpus=trainer_gpus(ranks),
+    )  # fmt: skip
+    if (
+        layout is not None
+        and torch.cuda.is_available()
+        and max(layout) >= torch.cuda.device_count()
+    ):
+        raise ConfigError(
+            f"the {cfg.generators} vLLM engine(s) need GPUs {layout}, but this node shows "
+            f"{torch.cuda.device_count()} (0-{trainer_gpus(ranks) - 1} train): start fewer "
+            "trainer ranks or engines, or set 'generator_devices'"
+        )
+    return layout
+
+
+def devices_in_use(
+    cfg: Config, ranks: distributed.Ranks, device: torch.device | None = None
+) -> int:
+    """``devices`` counts a one-rank run's devices that share the trainer's (1 on CPU); every
+    further trainer rank adds one, and so does every engine on a GPU of its own."""
+    from recipe.engines import engines_on_own_devices
+
+    layout = engine_layout(cfg, device, ranks) if device is not None else None
+    return cfg.devices + ranks.world - 1 + engines_on_own_devices(layout, trainer_gpus(ranks))
 
 
 def flops(parameters: int, trained_tokens: int, generated_tokens: int) -> float:
@@ -121,11 +164,11 @@ def with_length_control(cfg: Config, generator, tokenizer, seed: int):
     return InterruptingGenerator(generator, text_ids, lo, hi, seed)
 
 
-def vllm_overrides(cfg: Config, device: torch.device) -> dict:
+def vllm_overrides(cfg: Config, device: torch.device, shares_trainer_gpu: bool = True) -> dict:
     """Engine settings from the config: memory share, CUDA graphs, weight transfer."""
     overrides: dict = {"enforce_eager": cfg.enforce_eager}
     share = cfg.gpu_memory_utilization
-    if share is None and device.type == "cuda" and cfg.weight_transfer == "rpc":
+    if share is None and device.type == "cuda" and shares_trainer_gpu:
         share = 0.3  # trainer and engine on one GPU: leave the trainer most of it
     if share is not None:
         overrides["gpu_memory_utilization"] = share
@@ -156,15 +199,27 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
         )  # fmt: skip
     else:
         # imported here: vllm is optional (and starts engine processes: callers need a main guard)
+        from recipe.engines import on_device, start_engines
         from recipe.generate_vllm import AsyncVLLMGenerator, VLLMGenerator
 
         engine = AsyncVLLMGenerator if cfg.mode == "pipeline" else VLLMGenerator
         extra = {"weight_transfer": cfg.weight_transfer} if cfg.mode == "pipeline" else {}
-        generator = engine(
-            s.init, fp32_head=cfg.fp32_head, dtype=cfg.dtype, seed=cfg.seed + 1,
-            max_model_len=max_model_len, stop_token_ids=s.stop_ids,
-            **extra, **vllm_overrides(cfg, s.device),
-        )  # fmt: skip
+        layout = engine_layout(cfg, s.device, s.ranks)  # None: the trainer's devices
+
+        def make(i: int):
+            # engine 0 keeps the one-engine seed; the others sample their own streams
+            shared = layout is None or layout[i] < trainer_gpus(s.ranks)
+            return engine(
+                s.init, fp32_head=cfg.fp32_head, dtype=cfg.dtype, seed=cfg.seed + 1 + 1000 * i,
+                max_model_len=max_model_len, stop_token_ids=s.stop_ids,
+                **extra, **vllm_overrides(cfg, s.device, shares_trainer_gpu=shared),
+            )  # fmt: skip
+
+        if cfg.generators == 1:
+            with on_device(layout[0] if layout else None):
+                generator = make(0)
+        else:  # N engines behind one generator: least-loaded routing, every push to all
+            generator = start_engines(make, cfg.generators, layout)
         evaluator = generator
     generator = with_length_control(cfg, generator, s.tokenizer, cfg.seed + 3)
     evaluator = (

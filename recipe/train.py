@@ -246,7 +246,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     log_path, ckpt_path = out / "log.jsonl", out / "checkpoint.pt"
     if not resume and log_path.exists() and log_path.stat().st_size > 0:
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
-    ranks = distributed.init(resolve_device(cfg.device))  # torchrun's ranks, or one process
+    # torchrun's ranks, or one process; a rank stuck dist_timeout seconds fails the job
+    ranks = distributed.init(resolve_device(cfg.device), timeout=cfg.dist_timeout)
     distributed.barrier(ranks)  # every rank has checked the log before rank 0 writes
     if ranks.main:
         (out / "config.yaml").write_text(config_mod.to_yaml(cfg))
@@ -261,7 +262,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
     optimizer = make_optimizer(cfg, s.model)
     rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
-    devices = devices_in_use(cfg, ranks)
+    devices = devices_in_use(cfg, ranks, s.device)  # trainer ranks + engines' own GPUs
 
     # model and AdamW state restored in place (sharded: each rank reads its own shards)
     state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None

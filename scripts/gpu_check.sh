@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The trainer's device check for one GPU, at most ~8 minutes; writes OUT/gpu_check.json.
+# The trainer's device check for one or two GPUs, at most ~8 minutes (~10 with 2 GPUs); writes
+# OUT/gpu_check.json.
 #
 #   bash scripts/gpu_check.sh [OUT]        (default OUT: gpu_check)
 #
 # 1. the device tests (precision, micro-batching, tiny HF models) on whatever device torch sees;
 # 2. python -m recipe.gpu_check: a short PipelineRL-8 run with the torch generator and, when vLLM
 #    is importable, with vLLM on the same GPU; tokens/s, an MFU estimate, updates, ratios, and
-#    the bf16-versus-FP32-head log-prob mismatch (see recipe/gpu_check.py).
+#    the bf16-versus-FP32-head log-prob mismatch (see recipe/gpu_check.py); with 2 GPUs also
+#    the 1-trainer + 1-engine variant (trainer on GPU 0, the vLLM engine on GPU 1, NCCL pushes).
 # Without CUDA the same path runs on CPU with a tiny model (what CI checks).
 # Environment: PY (python to use; default .venv-vllm/bin/python if present, else python3),
 # GPU_CHECK_SKIP_TESTS=1 to skip step 1.
@@ -27,7 +29,7 @@ if [[ "${GPU_CHECK_SKIP_TESTS:-0}" != "1" ]]; then
     tests_rc=$?
     set -e
 fi
-timeout 420 "$PY" -m recipe.gpu_check --out "$OUT"
+timeout 540 "$PY" -m recipe.gpu_check --out "$OUT"
 # the test outcome goes into the one JSON
 "$PY" - "$OUT" "$tests_rc" <<'PYEOF'
 import json, sys

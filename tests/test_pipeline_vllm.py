@@ -148,3 +148,42 @@ def test_tiny_hf_model_trains_on_the_vllm_generator(tmp_path, kind, mode):
     state = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=True)["model"]
     init = load_file(folder / "model.safetensors")
     assert sum(not torch.equal(state[k], init[k].float()) for k in init) > len(init) // 2
+
+
+# --------------------------------------------------------------------------- several engines
+
+
+@pytest.mark.slow  # two engine starts + 8 steps: 121-217 s (pipeline), 147-165 s (sync), load ~5
+@pytest.mark.parametrize("mode", ["sync", "pipeline"])
+def test_a_run_on_two_engines(tmp_path, mode):
+    """``generators: 2`` end to end. Sync: each batch is split across the two offline engines
+    and every token is of the trainer's own version, so every update's log-probs check that
+    both engines hold each pushed version. PipelineRL-4: the lag bound holds over both async
+    engines (an engine that missed pushes would stamp its tokens with ever older versions)."""
+    import time
+
+    out = tmp_path / "run"
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "recipe.train", "--config", str(SMOKE), "--out", str(out),
+         "--set", f"mode={mode}", "--set", "generator=vllm", "--set", "generators=2",
+         "--set", "max_lag=4", "--set", "steps=8", "--set", "fp32_head=true",
+         "--set", "threads=1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    print(f"\n[timing] 8 {mode} steps on two engines: {time.perf_counter() - start:.1f} s")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    train = train_rows(out)
+    assert [r["step"] for r in train] == list(range(1, 9))
+    fresh = [r["fresh_logprob_mismatch"] for r in train if r["fresh_logprob_mismatch"] is not None]
+    print(f"fresh mismatch {fresh}, lag_max {[r['lag_max'] for r in train]}")
+    if mode == "sync":
+        assert all(r["lag_max"] == 0 for r in train)
+        updates = [r for r in train if r["updated"]]
+        assert len(updates) >= 3 and len(fresh) == len(updates)
+        assert max(fresh) < FRESH_TOL  # both engines' tokens, scored as the trainer scores them
+    else:
+        assert all(0 <= r["lag_min"] <= r["lag_max"] <= 4 for r in train)
+        assert max(r["step"] - 1 - r["lag_min"] for r in train) >= 1  # the weights moved on
+        assert all(x < FRESH_TOL for x in fresh)  # where a batch had fresh tokens

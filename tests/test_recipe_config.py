@@ -115,3 +115,25 @@ def test_issue14_settings_are_validated():
     ]:
         with pytest.raises(ConfigError, match=key):
             C.from_dict(bad)
+
+
+def test_issue15_settings_are_validated():
+    ok = C.from_dict({"generator": "vllm", "generators": 6, "device": "cuda",
+                      "generator_devices": [2, 3, 4, 5, 6, 7], "dist_timeout": 60})  # fmt: skip
+    assert ok.generators == 6 and ok.generator_devices[0] == 2 and ok.dist_timeout == 60
+    assert C.Config().generators == 1 and C.Config().dist_timeout == 1800
+    for bad, words in [
+        ({"generators": 0}, ["'generators'", "> 0"]),
+        ({"generators": 1.5}, ["'generators'", "int"]),
+        ({"generators": 2}, ["'generators'", "generator=vllm"]),  # the torch sampler: one
+        ({"generator": "vllm", "generators": 2, "generator_devices": [1]}, ["'generator_devices'"]),
+        ({"generator": "vllm", "generators": 2, "generator_devices": [1, 1]}, ["distinct"]),
+        ({"generator": "vllm", "generator_devices": [-1]}, ["'generator_devices'"]),
+        ({"generator": "vllm", "device": "cpu", "generator_devices": [1]}, ["CUDA"]),
+        ({"generator_devices": [1]}, ["generator=vllm"]),
+        ({"dist_timeout": 0}, ["'dist_timeout'"]),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            C.from_dict(bad)
+        for w in words:
+            assert w in str(err.value), (bad, str(err.value))

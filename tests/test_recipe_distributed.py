@@ -154,24 +154,70 @@ def test_a_nan_loss_on_one_rank_skips_the_update_on_all(tmp_path, init_dir):
         torch.testing.assert_close(w, init[name], rtol=0, atol=0, msg=name)
 
 
-# ~21 s (one 2-rank launch: setup, 4 steps, 3 evaluations)
-def test_two_rank_run_writes_one_log_that_read_log_reads(tmp_path, init_dir):
+def _children(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (torchrun starts each rank in a session of its own,
+    so killing torchrun's process group would leave the ranks running)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _kill_after_first_checkpoint(cmd, out: Path, env, log_file: Path) -> None:
+    """Start ``cmd`` (torchrun), wait for the first checkpoint, then SIGKILL torchrun and every
+    rank at once, as a machine that loses power would."""
+    import signal
+    import time
+
+    with open(log_file, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 300
+            while not (out / "checkpoint.pt").exists():
+                assert proc.poll() is None, log_file.read_text()[-4000:]
+                assert time.monotonic() < deadline, "no checkpoint within 300 s"
+                time.sleep(0.02)
+            for pid in [*_children(proc.pid), proc.pid]:
+                os.kill(pid, signal.SIGKILL)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=60)
+
+
+# ~21 s for one 2-rank run (setup, 6 steps, 4 evaluations), plus ~12 s for the killed start
+def test_two_rank_run_writes_one_log_that_read_log_reads_and_resumes_after_a_kill(
+    tmp_path, init_dir
+):
     import rlcurves
 
-    cfg = recipe_helpers.tiny_cfg(init_dir, steps=4, eval_every=2, prompts_per_step=3)
+    cfg = recipe_helpers.tiny_cfg(
+        init_dir, steps=6, eval_every=2, checkpoint_every=2, prompts_per_step=3
+    )
     config = tmp_path / "config.yaml"
     config.write_text(recipe_helpers.C.to_yaml(cfg))
     out = tmp_path / "run"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    cmd = [*TORCHRUN, "-m", "recipe.train", "--config", str(config), "--out", str(out)]
+    _kill_after_first_checkpoint(cmd, out, env, tmp_path / "killed.txt")
+    assert not (out / "final").exists(), "the kill landed after the run ended: nothing tested"
+    killed = recipe_helpers.read_log(out / "log.jsonl")
+    assert killed and killed[-1]["step"] < 6
     proc = subprocess.run(
-        [*TORCHRUN, "-m", "recipe.train", "--config", str(config), "--out", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [*cmd, "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
-    rows = recipe_helpers.read_log(out / "log.jsonl")  # one log, rank 0's: no row twice
+    # one log, rank 0's: no row twice, none lost across the kill
+    rows = recipe_helpers.read_log(out / "log.jsonl")
     train = [r for r in rows if r["kind"] == "train"]
-    assert [r["step"] for r in train] == [1, 2, 3, 4]
-    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4]
+    assert [r["step"] for r in train] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4, 6]
+    assert all(b["wall_seconds"] > a["wall_seconds"] for a, b in itertools.pairwise(train))
     assert (out / "final" / "config.json").exists()
     # accounting: one device per rank (cfg.devices = 1 is the one-rank run's)
     for r in train:
@@ -221,3 +267,45 @@ def test_two_rank_run_resumes_from_its_sharded_checkpoint(tmp_path, init_dir):
 
     with pytest.raises(ConfigError, match="2 ranks"):
         run(recipe_helpers.C.from_dict({**cfg.__dict__, "steps": 6}), out, resume=True)
+
+
+# A rank that never reaches the collective: rank 0's barrier must fail after the timeout (and
+# torchrun then stops rank 1) rather than wait for it.
+HUNG_RANK = """
+import sys, time, torch
+from recipe import distributed
+ranks = distributed.init(torch.device("cpu"), timeout=float(sys.argv[1]))
+if ranks.rank == 1:
+    time.sleep(600)
+distributed.barrier(ranks)
+"""
+
+
+# ~8 s (one 2-rank launch of a script that imports torch)
+def test_a_hung_rank_fails_the_job_after_dist_timeout(tmp_path):
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG_RANK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # without the timeout this would block for rank 1's 600 s sleep, past the 120 s below
+    proc = subprocess.run(
+        [*TORCHRUN, str(script), "3"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "timed out waiting 3000ms" in proc.stderr.lower(), proc.stderr[-4000:]  # ours: 3 s
+
+
+def test_the_trainer_passes_dist_timeout_to_the_process_group(tmp_path, monkeypatch):
+    from recipe import distributed
+    from recipe.train import run
+
+    seen = []
+
+    def init(device, timeout):
+        seen.append(timeout)
+        raise KeyboardInterrupt  # stop right there: only the call is checked
+
+    monkeypatch.setattr(distributed, "init", init)
+    with pytest.raises(KeyboardInterrupt):
+        run(recipe_helpers.C.from_dict({"dist_timeout": 77}), tmp_path / "run")
+    assert seen == [77]

@@ -32,6 +32,7 @@ else:
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from recipe.engines import MultiEngineGenerator, start_engines
 from recipe.generate_vllm import (
     LOAD_METHOD,
     AsyncVLLMGenerator,
@@ -397,6 +398,90 @@ def test_in_flight_push_switches_versions_at_the_pause(async_engine, weights):
     for c in fresh.result():
         assert c.versions == [v_old + 1] * 8
         assert max_diff(c.logprobs, new.logprobs(prompts[0] + c.tokens, len(prompts[0]))) < TOL
+
+
+# --------------------------------------------------------------------------- several engines
+
+
+@pytest.fixture(scope="module")
+def second_async_engine(model_dir):
+    """A second engine beside ``async_engine`` (one more start, not two: CI has 2 cores)."""
+    start = time.perf_counter()
+    gen = AsyncVLLMGenerator(model_dir, dtype="float32", fp32_head=True, seed=1, block_size=BLOCK)
+    print(f"\n[timing] second async engine start: {time.perf_counter() - start:.1f} s")
+    yield gen
+    gen.close()
+
+
+def check_pushed(groups, prompts, version, new, old) -> float:
+    """Every completion is stamped ``version`` and scored by ``new`` (to TOL); returns the
+    smallest distance to ``old``'s log-probs (the margin that makes the check mean something)."""
+    margin = math.inf
+    for prompt, group in zip(prompts, groups, strict=True):
+        for c in group:
+            assert c.versions == [version] * len(c.tokens)
+            assert max_diff(c.logprobs, new.logprobs(prompt + c.tokens, len(prompt))) < TOL
+            margin = min(margin, max_diff(c.logprobs, old.logprobs(prompt + c.tokens, len(prompt))))
+    return margin
+
+
+# slow: one more engine start (41 s) + 14 s of pushes and generation, measured at load
+# average ~5 on the shared 2 cores; not "well under a minute" there, so `make test-vllm-slow`
+@pytest.mark.slow
+def test_two_engines_both_receive_every_push_and_generate_with_it(
+    async_engine, second_async_engine, weights
+):
+    """``generators: 2`` on the async engines: every push reaches both engines at one version
+    before it returns, and both generate with the pushed weights (the trainer's log-probs)."""
+    engines = [async_engine, second_async_engine]
+    version = max(e.version for e in engines) + 1
+    for e in engines:  # a common starting point (the first engine served earlier tests)
+        e.push_weights(weights["w0"], version)
+    multi = MultiEngineGenerator(engines)
+    w0, w1 = Trainer().load(weights["w0"]), Trainer().load(weights["w1"])
+    prompts = random_sequences(6, 6, seed=10)
+    start = time.perf_counter()
+    for step, (sd, new, old) in enumerate([("w1", w1, w0), ("w0", w0, w1)], start=1):
+        multi.push_weights(weights[sd], version + step)
+        assert [e.version for e in engines] == [version + step] * 2
+        routed = list(multi.routed)
+        groups = multi.generate(prompts, 4, max_new_tokens=16)
+        assert check_pushed(groups, prompts, version + step, new, old) > 1e-2
+        assert all(b > a for a, b in zip(routed, multi.routed, strict=True))  # both sampled
+        for e in engines:  # and each engine on its own holds the pushed weights
+            mine = e.generate(prompts[:2], 2, max_new_tokens=8)
+            assert check_pushed(mine, prompts[:2], version + step, new, old) > 1e-2
+    print(
+        f"\n[timing] two engines, 2 pushes + 6 generate calls: {time.perf_counter() - start:.1f} s"
+    )
+
+
+@pytest.mark.slow  # two more engine starts: 85 s, 113 s in all at load average ~5 (-s prints)
+def test_two_offline_engines_split_a_batch_and_take_every_push(model_dir, weights):
+    """The offline engines (sync and PPO-off-policy modes): a batch is split across both, the
+    groups come back in order, and each engine holds every pushed version."""
+    start = time.perf_counter()
+    multi = start_engines(
+        lambda i: VLLMGenerator(model_dir, dtype="float32", fp32_head=True, seed=i,
+                                block_size=BLOCK), 2, None,
+    )  # fmt: skip
+    print(f"\n[timing] two offline engines start: {time.perf_counter() - start:.1f} s")
+    try:
+        w0, w1 = Trainer().load(weights["w0"]), Trainer().load(weights["w1"])
+        prompts = random_sequences(6, 6, seed=11)
+        seqs = random_sequences(4, 20, seed=12)
+        for version, (sd, new, old) in enumerate([("w1", w1, w0), ("w0", w0, w1)], start=1):
+            multi.push_weights(weights[sd], version)
+            groups = multi.generate(prompts, 4, max_new_tokens=16)
+            assert check_pushed(groups, prompts, version, new, old) > 1e-2
+            for e in multi.engines:
+                assert e.version == version
+                for s, lp in zip(seqs, e.score(seqs), strict=True):
+                    assert max_diff(lp, new.logprobs(s)) < TOL
+        assert multi.routed == [24, 24]  # 3 of the 6 groups of 4 per engine, per batch
+    finally:
+        multi.close()
+    print(f"[timing] offline pair total: {time.perf_counter() - start:.1f} s")
 
 
 def test_async_failed_push_stops_generation_loudly(async_engine, weights, monkeypatch):
