@@ -54,7 +54,8 @@ test: $(VENV)/.dev
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
 		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
 
-# The vLLM tests too long for CI's two cores: two engines at once (generators: 2), each engine
+# The vLLM tests too long for CI's two cores: the two-engine runs and the offline pair (CI keeps
+# the async pair: tests/test_vllm_generate.py), each engine
 # start ~20-50 s there (timings in the tests' comments). Run after `make test` has installed
 # .venv-vllm.
 test-vllm-slow:
