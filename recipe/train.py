@@ -9,8 +9,12 @@ evaluates and logs; the update is sharded).
 
 One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
 them with the task's reward (recipe/tasks), drop zero-variance prompts, compute advantages, take
-one AdamW step on the policy loss (accumulated over ``micro_batch_size`` completions at a time,
-with the whole batch's aggregation denominators), push the new weights to the generator. The
+``updates_per_batch`` AdamW steps on the policy loss (default 1: the whole batch; more: PPO-style
+minibatches of its prompt groups, each update with its minibatch's aggregation denominators;
+each accumulated over ``micro_batch_size`` completions at a time), push the new weights to the
+generator. A step is one generated batch whatever ``updates_per_batch`` is: ``steps``, the
+learning-rate warm-up, the policy version (advanced once per batch, after its last update) and
+the lag bound count batches; ``optimizer_updates`` in the log counts AdamW steps. The
 model sits on ``device`` with FP32 master weights; ``dtype`` is the body's autocast precision
 (recipe/forward.py). Setup, engines, the log and checkpoints are in recipe/run.py; the command
 line in recipe/cli.py. Where the batch comes from depends on
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -89,9 +94,162 @@ def loss_mask(c: Completion) -> list[float]:
     return mask
 
 
-def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict:
-    """One RL update on ``batch``; returns the train log fields (before accounting)."""
+@dataclass
+class Kept:
+    """The completions that survived the filter, in batch order, with what an update needs."""
+
+    prompts: list[list[int]]  # prompt token ids
+    tokens: list[list[int]]
+    logp_gen: list[list[float]]
+    versions: list[list[int]]
+    masks: list[list[float]]  # loss masks (:func:`loss_mask`)
+    adv: torch.Tensor  # (n,) advantages, on the trainer's device
+    groups: torch.Tensor  # (n,) prompt group of each, on the trainer's device
+
+
+def minibatches(groups: torch.Tensor, updates: int, seed: int) -> list[list[int]]:
+    """Positions into the kept completions, split by prompt group into ``updates`` minibatches.
+
+    ``updates=1``: one minibatch of every position in batch order (the one-update step exactly).
+    Otherwise the groups are shuffled with ``seed`` and dealt into ``min(updates, groups)``
+    near-equal minibatches, each in batch order; every completion is in exactly one.
+    """
+    order = groups.tolist()
+    if updates == 1:
+        return [list(range(len(order)))]
+    unique = sorted(set(order))
+    perm = torch.randperm(len(unique), generator=torch.Generator().manual_seed(seed))
+    parts = []
+    for chunk in torch.tensor_split(perm, min(updates, len(unique))):
+        chosen = {unique[i] for i in chunk.tolist()}
+        parts.append([p for p, g in enumerate(order) if g in chosen])
+    return parts
+
+
+def update(
+    cfg: Config, s, optimizer, kept: Kept, pos: list[int], *, version: int, measure_gap: bool
+) -> dict:
+    """One optimizer update on the kept completions at ``pos`` with their own aggregation
+    denominators, accumulated over ``micro_batch_size`` completions at a time (with several
+    ranks: this rank's prompt groups). Returns its sums, which :func:`merge_updates` combines.
+
+    ``version``: the policy version the batch's fresh completions come from; ``measure_gap``:
+    the trainer still holds that version (the first update of a batch).
+    """
     model, device, ranks = s.model, s.device, s.ranks
+    groups = kept.groups[torch.tensor(pos, device=device)]
+    width = max(1, max(len(kept.masks[p]) for p in pos))
+    # the minibatch's aggregation weights: every micro-batch divides by its global counts
+    weights = token_weights(
+        right_pad([kept.masks[p] for p in pos], width, device=device), groups, cfg.aggregation
+    )
+    mb_size = cfg.micro_batch_size or len(pos)
+    optimizer.zero_grad(set_to_none=True)
+    out = {"loss": 0.0, "tokens": 0.0, "clip": 0.0, "zero_grad": 0.0, "rho": 0.0,
+           "rho_max": None, "gap_max": None, "finite": True}  # fmt: skip
+    for local, scale in distributed.micro_batches(
+        list(range(len(pos))), groups.tolist(), mb_size, ranks
+    ):
+        mb = [pos[i] for i in local]
+        at = torch.tensor(local, device=device)
+        logp_train, _ = completion_logprobs(
+            model, [kept.prompts[k] for k in mb], [kept.tokens[k] for k in mb],
+            fp32_head=cfg.fp32_head, temperature=cfg.temperature, pad_id=s.tokenizer.pad_token_id,
+            dtype=cfg.dtype, chunk=cfg.logprob_chunk,
+        )  # fmt: skip
+        w = logp_train.shape[1]
+        mask = right_pad([kept.masks[k] for k in mb], w, device=device)
+        logp_gen = right_pad([kept.logp_gen[k] for k in mb], w, device=device)
+        loss, diag = policy_loss(
+            cfg.loss, logp_train, logp_gen, kept.adv[torch.tensor(mb, device=device)], mask,
+            groups[at], aggregation=cfg.aggregation, eps_max=cfg.eps_max, eps_low=cfg.eps_low,
+            eps_high=cfg.eps_high, weights=weights[at, :w] * scale,
+        )  # fmt: skip
+        if not torch.isfinite(loss):
+            out["finite"] = False  # a NaN/inf loss must never reach the weights (nor AdamW's)
+            if not ranks.active:
+                break
+            # the other ranks' backward waits on this one's: go on, the gradients are dropped
+        loss.backward()
+        out["loss"] += loss.item()
+        n_on = float(mask.sum()) * scale
+        if n_on:
+            out["tokens"] += n_on
+            out["clip"] += diag["clip_fraction"] * n_on
+            out["zero_grad"] += diag["zero_grad_fraction"] * n_on
+            out["rho"] += diag["rho_mean"] * n_on
+            out["rho_max"] = max(diag["rho_max"], out["rho_max"] or diag["rho_max"])
+        if measure_gap and scale:
+            # generator/trainer mismatch on completions sampled entirely by the trainer's own
+            # version: no policy change, no stale KV, so anything here is numerics (what the
+            # FP32 head controls). Mixed completions are excluded: after an in-flight push their
+            # tokens come from new weights over KV of old ones, which the trainer never sees.
+            fresh = right_pad(
+                [[set(kept.versions[k]) == {version}] * len(kept.versions[k]) for k in mb],
+                w, device=device,
+            )  # fmt: skip
+            gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
+            if gap.numel():
+                out["gap_max"] = max(gap.max().item(), out["gap_max"] or 0.0)
+    if ranks.active:  # the whole minibatch's sums
+        sums = distributed.all_sum(
+            [out[k] for k in ("loss", "tokens", "clip", "zero_grad", "rho")]
+            + [float(not out["finite"])], ranks,
+        )  # fmt: skip
+        *values, n_bad = sums
+        out.update(zip(("loss", "tokens", "clip", "zero_grad", "rho"), values, strict=True))
+        out["finite"] = n_bad == 0
+        out["rho_max"] = distributed.all_max_optional(out["rho_max"], ranks)
+        out["gap_max"] = distributed.all_max_optional(out["gap_max"], ranks)
+    out["grad_norm"], out["stepped"] = None, False
+    if out["finite"]:
+        clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+        out["grad_norm"] = norm.item()
+        if torch.isfinite(norm):
+            optimizer.step()
+            out["stepped"] = True
+    optimizer.zero_grad(set_to_none=True)
+    return out
+
+
+def merge_updates(parts: list[dict]) -> dict:
+    """A batch's log fields from its updates' sums: ratio statistics over the tokens of every
+    update with a finite loss, loss and gradient norm averaged over those updates, the
+    logprob mismatch of the first update."""
+    good = [p for p in parts if p["finite"]]
+    row = {
+        "updates": sum(p["stepped"] for p in parts),
+        "updated": any(p["stepped"] for p in parts),
+        "skipped_update": not all(p["stepped"] for p in parts),
+        "fresh_logprob_mismatch": parts[0]["gap_max"] if parts[0]["finite"] else None,
+    }
+    if not good:
+        return row
+    tokens = sum(p["tokens"] for p in good)
+    rho_max = [p["rho_max"] for p in good if p["rho_max"] is not None]
+    row.update(
+        loss=sum(p["loss"] for p in good) / len(good),
+        grad_norm=sum(p["grad_norm"] for p in good) / len(good),
+        rho_max=max(rho_max) if rho_max else None,
+    )
+    if tokens:
+        row.update(
+            clip_fraction=sum(p["clip"] for p in good) / tokens,
+            zero_grad_fraction=sum(p["zero_grad"] for p in good) / tokens,
+            rho_mean=sum(p["rho"] for p in good) / tokens,
+        )
+    return row
+
+
+def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict:
+    """One RL step on ``batch``; returns the train log fields (before accounting).
+
+    Rewards, the zero-variance filter and the advantages are computed once for the whole batch;
+    then ``updates_per_batch`` optimizer updates follow, one per minibatch of prompt groups
+    (:func:`minibatches`, :func:`update`). ``logp_gen`` stays the generator's, so from the second
+    update on the ratio leaves 1 and the loss's truncation or clip acts.
+    """
     idx, groups = batch.indices, batch.groups
     flat = [c for g in groups for c in g]
     rewards = torch.tensor([
@@ -121,102 +279,39 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
         **version_stats(groups, trainer_version=step - 1),
         "loss": None,
         "clip_fraction": None,
+        "zero_grad_fraction": None,
         "rho_mean": None,
         "rho_max": None,
         "fresh_logprob_mismatch": None,
         "grad_norm": None,
         "skipped_update": False,
         "updated": False,
+        "updates": 0,
         "trained_tokens": 0,
     }
-    lr = cfg.lr * min(1.0, step / max(1, cfg.lr_warmup_steps))
+    lr = cfg.lr * min(1.0, step / max(1, cfg.lr_warmup_steps))  # warm-up counts batches
     for group in optimizer.param_groups:
         group["lr"] = lr
     row["lr"] = lr
     if not bool(keep.any()):
         return row
 
-    kept = keep.nonzero().squeeze(1).tolist()
-    # what the forward and backward process: prompt + completion of every kept completion
-    row["trained_tokens"] = sum(
-        len(s.train_ids[idx[int(group_ids[k])]]) + len(flat[k].tokens) for k in kept
-    )
-    masks = [loss_mask(flat[k]) for k in kept]
-    kept_groups = group_ids[keep].to(device)
-    width = max(1, max(len(m) for m in masks))
-    # the whole batch's aggregation weights: every micro-batch divides by the global counts
-    weights = token_weights(right_pad(masks, width, device=device), kept_groups, cfg.aggregation)
-    mb_size = cfg.micro_batch_size or len(kept)
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
-    total, finite, tok_on, clip_sum, rho_sum = 0.0, True, 0.0, 0.0, 0.0
-    rho_max: float | None = None
-    gap_max: float | None = None
-    # positions into ``kept``; with several ranks, this rank's prompt groups (recipe/distributed.py)
-    group_of = kept_groups.tolist()
-    for pos, scale in distributed.micro_batches(list(range(len(kept))), group_of, mb_size, ranks):
-        mb = [kept[p] for p in pos]
-        at = torch.tensor(pos, device=device)
-        logp_train, _ = completion_logprobs(
-            model, [s.train_ids[idx[int(group_ids[k])]] for k in mb], [flat[k].tokens for k in mb],
-            fp32_head=cfg.fp32_head, temperature=cfg.temperature, pad_id=s.tokenizer.pad_token_id,
-            dtype=cfg.dtype, chunk=cfg.logprob_chunk,
-        )  # fmt: skip
-        w = logp_train.shape[1]
-        mask = right_pad([masks[p] for p in pos], w, device=device)
-        logp_gen = right_pad([flat[k].logprobs for k in mb], w, device=device)
-        loss, diag = policy_loss(
-            cfg.loss, logp_train, logp_gen, adv.to(device)[at], mask, kept_groups[at],
-            aggregation=cfg.aggregation, eps_max=cfg.eps_max, eps_low=cfg.eps_low,
-            eps_high=cfg.eps_high, weights=weights[at, :w] * scale,
-        )  # fmt: skip
-        if not torch.isfinite(loss):
-            finite = False  # a NaN/inf loss must never reach the weights (nor AdamW's moments)
-            if not ranks.active:
-                break
-            # the other ranks' backward waits on this one's: go on, the gradients are dropped
-        loss.backward()
-        total += loss.item()
-        n_on = float(mask.sum()) * scale
-        if n_on:
-            tok_on += n_on
-            clip_sum += diag["clip_fraction"] * n_on
-            rho_sum += diag["rho_mean"] * n_on
-            rho_max = max(diag["rho_max"], rho_max or diag["rho_max"])
-        # generator/trainer mismatch on completions sampled entirely by the trainer's own
-        # version: no policy change, no stale KV, so anything here is numerics (what the FP32
-        # head controls). Mixed completions are excluded: after an in-flight push their tokens
-        # come from new weights over KV of old ones, which the trainer's forward never sees.
-        fresh = right_pad(
-            [[set(flat[k].versions) == {step - 1}] * len(flat[k].versions) for k in mb],
-            w, device=device,
-        )  # fmt: skip
-        gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
-        if gap.numel() and scale:
-            gap_max = max(gap.max().item(), gap_max or 0.0)
-    if ranks.active:  # the whole batch's diagnostics
-        total, tok_on, clip_sum, rho_sum, n_bad = distributed.all_sum(
-            [total, tok_on, clip_sum, rho_sum, float(not finite)], ranks
-        )
-        finite = n_bad == 0
-        rho_max = distributed.all_max_optional(rho_max, ranks)
-        gap_max = distributed.all_max_optional(gap_max, ranks)
-    if not finite:
-        optimizer.zero_grad(set_to_none=True)
-        row["skipped_update"] = True
-        return row
-    row.update(loss=total, fresh_logprob_mismatch=gap_max, rho_max=rho_max)
-    if tok_on:
-        row.update(clip_fraction=clip_sum / tok_on, rho_mean=rho_sum / tok_on)
-    clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-    grad_norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-    row["grad_norm"] = grad_norm.item()
-    if torch.isfinite(grad_norm):
-        optimizer.step()
-        row["updated"] = True
-    else:
-        row["skipped_update"] = True
-    optimizer.zero_grad(set_to_none=True)
+    at = keep.nonzero().squeeze(1).tolist()
+    prompts = [s.train_ids[idx[int(group_ids[k])]] for k in at]
+    kept = Kept(
+        prompts=prompts, tokens=[flat[k].tokens for k in at],
+        logp_gen=[flat[k].logprobs for k in at], versions=[flat[k].versions for k in at],
+        masks=[loss_mask(flat[k]) for k in at], adv=adv.to(s.device),
+        groups=group_ids[keep].to(s.device),
+    )  # fmt: skip
+    # what the forward and backward process (each kept completion once, in one minibatch)
+    row["trained_tokens"] = sum(len(p) + len(t) for p, t in zip(prompts, kept.tokens, strict=True))
+    s.model.train()
+    parts = []
+    for pos in minibatches(kept.groups, cfg.updates_per_batch, seed=cfg.seed * 100_003 + step):
+        parts.append(update(cfg, s, optimizer, kept, pos, version=step - 1,
+                            measure_gap=not parts))  # fmt: skip
+    row.update(merge_updates(parts))
     return row
 
 
@@ -266,6 +361,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     # model and AdamW state restored in place (sharded: each rank reads its own shards)
     state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
     start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
+    updates_total = 0
     if state is not None:
         pool.load_state_dict(state["pool"])
         weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
@@ -276,6 +372,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         start, wall = state["step"], state["wall_seconds"]
         samples_total, tokens_total = state["samples_total"], state["tokens_total"]
         flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
+        # absent before updates_per_batch: one update per step then (skipped ones aside)
+        updates_total = state.get("updates_total", state["step"])
     keep = state["log_bytes"] if state is not None else None
     log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
 
@@ -316,6 +414,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             samples_total += row["samples"]
             tokens_total += row["tokens"]
             flops_total += flops(s.parameters, row["trained_tokens"], row["tokens"])
+            updates_total += row["updates"]
             log.write({
                 "kind": "train", "step": step, "gpu_hours": wall / 3600 * devices,
                 "wall_seconds": wall, "flops": flops_total, **row,
@@ -323,6 +422,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                     min(1.0, (rollouts.generator_idle.seconds() - gen_idle0) / elapsed),
                 "trainer_idle_fraction": (rollouts.trainer_wait - waited0) / elapsed,
                 "samples_total": samples_total, "tokens_total": tokens_total,
+                "optimizer_updates": updates_total,
             })  # fmt: skip
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 rollouts.hold()  # the pipeline's producer starts no new batch meanwhile
@@ -335,7 +435,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 checkpoint(ckpt_path, {
                     "step": step, "wall_seconds": wall, "samples_total": samples_total,
                     "tokens_total": tokens_total, "flops_total": flops_total,
-                    "log_bytes": log.sync(), "pool": pool.state_dict(),
+                    "updates_total": updates_total, "log_bytes": log.sync(),
+                    "pool": pool.state_dict(),
                     "sampler_rng": rng.get_state() if rng is not None else None,
                 }, s.model, optimizer, ranks)  # fmt: skip
             if stop_after is not None and step >= stop_after:
