@@ -7,6 +7,7 @@ resume). The vLLM engine's in-flight pushes are tested in tests/test_pipeline_vl
 
 from __future__ import annotations
 
+import multiprocessing
 import time
 from types import SimpleNamespace
 
@@ -19,6 +20,7 @@ from recipe import config as C
 from recipe import train as T
 from recipe.curriculum import PromptPool
 from recipe.generate import Completion, TorchGenerator
+from recipe.generate_process import ProcessGenerator
 from recipe.pipeline import (
     GeneratorFailed,
     OffPolicyRollouts,
@@ -204,28 +206,34 @@ def test_sync_mode_has_zero_lag(tmp_path, init_dir):
 def test_a_dying_generator_stops_the_run_cleanly_and_it_resumes(
     tmp_path, init_dir, monkeypatch, mode
 ):
-    real = TorchGenerator.generate
+    # the in-process sampler (evaluation; sync and off-policy rollouts) and the pipeline's
+    # sampler process, as the producer sees it, count calls together
+    real = {cls: cls.generate for cls in (TorchGenerator, ProcessGenerator)}
     calls = {"n": 0}
 
     def dies_on_the_fifth_call(self, *args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 5:
             raise MemoryError("sampler ran out of memory")
-        return real(self, *args, **kwargs)
+        return real[type(self)](self, *args, **kwargs)
 
-    monkeypatch.setattr(TorchGenerator, "generate", dies_on_the_fifth_call)
+    for cls in real:
+        monkeypatch.setattr(cls, "generate", dies_on_the_fifth_call)
     cfg = tiny_cfg(init_dir, mode=mode, max_lag=2, eval_every=100)
     config_file = tmp_path / "cfg.yaml"
     config_file.write_text(C.to_yaml(cfg))
     out = tmp_path / "run"
+    children = set(multiprocessing.active_children())
     with pytest.raises(SystemExit, match=r"generator failed: MemoryError(.|\n)*--resume"):
         cli.main(["--config", str(config_file), "--out", str(out)])
+    assert set(multiprocessing.active_children()) <= children  # the sampler process is gone
     rows = recipe_helpers.read_log(out / "log.jsonl")  # every line still parses
     steps = [r["step"] for r in rows if r["kind"] == "train"]
     assert steps == list(range(1, len(steps) + 1)) and len(steps) < cfg.steps
     assert torch.load(out / "checkpoint.pt", weights_only=True)["step"] >= 2
 
-    monkeypatch.setattr(TorchGenerator, "generate", real)
+    for cls, method in real.items():
+        monkeypatch.setattr(cls, "generate", method)
     cli.main(["--config", str(config_file), "--out", str(out), "--resume"])
     rows = recipe_helpers.read_log(out / "log.jsonl")
     keys = [(r["kind"], r["step"]) for r in rows]
