@@ -40,11 +40,13 @@ import traceback
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.multiprocessing as mp
 
-from recipe.generate import Completion
+if TYPE_CHECKING:  # a child with another engine need not import transformers
+    from recipe.generate import Completion
 
 POLL_SECONDS = 1.0
 # imported once by the fork server, not by every child (the built model is a Llama)
@@ -237,9 +239,10 @@ class ProcessGenerator:
                 raise GeneratorProcessError(f"the generator process did not answer in {timeout} s")
         try:
             status, payload = self._conn.recv()
-        except EOFError:
+        except (EOFError, OSError) as err:  # OSError: reset by a child that was killed
             raise GeneratorProcessError(
-                f"the generator process (pid {self.process.pid}) closed its pipe"
+                f"the generator process (pid {self.process.pid}) closed its pipe ({err!r}); "
+                f"exit code {self.process.exitcode}"
             ) from None
         if status == "error":
             raise GeneratorProcessError(f"the generator process failed:\n{payload}")

@@ -7,6 +7,7 @@ resume). The vLLM engine's in-flight pushes are tested in tests/test_pipeline_vl
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import time
 from types import SimpleNamespace
@@ -83,7 +84,11 @@ def test_pipeline_admission_bounds_the_lag_exactly():
             batch = src.next_batch(step)
             stats = version_stats(batch.groups, trainer_version=step - 1)
             assert 0 <= stats["lag_min"] <= stats["lag_max"] <= k
-            if step > k + 1:  # the producer was held back, so it got the newest weights
+            # this test waits for the producer after every push, so the producer is always
+            # ahead and is held back by admission: the lag sits exactly at the bound, and the
+            # weights it loads are the newest. (Free-running, the sampler process gives a
+            # mixture: tests/test_generate_process.py.)
+            if step > k + 1:
                 assert stats["lag_max"] == k
             src.push(weights, version=step)
             # each published version admits exactly one more batch
@@ -175,6 +180,9 @@ def test_pipeline_mode_trains_within_the_lag_bound(tmp_path, init_dir):
         assert not r["skipped_update"] and r["rho_mean"] is not None
     assert oldest == sorted(oldest) and oldest[-1] >= 10 - 1 - k  # versions advance
     assert (tmp_path / "final" / "model.safetensors").exists()
+    # the sampler runs in its own process, so how stale a batch is depends on who was faster:
+    # no fixed value to assert (tests/test_generate_process.py pins a mixture with a fake)
+    print("lag histogram:", dict(sorted(collections.Counter(r["lag_max"] for r in train).items())))
 
 
 def test_ppo_off_policy_takes_k_updates_per_frozen_batch(tmp_path, init_dir):
