@@ -127,7 +127,8 @@ class Config:
     devices: int = _f(
         1,
         "devices of a one-rank run (trainer + generators; 1 on CPU); each further torchrun "
-        "rank adds one; gpu_hours = wall-clock hours x devices",
+        "rank adds one; gpu_hours = wall-clock hours x devices in every mode (a generator's "
+        "device counts while it idles too, as in sync and ppo-off-policy)",
     )
     # 1, not 2: on a 2-core machine shared with other work, two OpenMP threads spin-wait on
     # each other (measured: warm-up step 0.15 s with 1 thread, 0.95 s with 2, under load)

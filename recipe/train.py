@@ -34,8 +34,11 @@ Hugging Face folder).
 Compute accounting: ``wall_seconds`` counts the training steps' wall-clock time (generation,
 scoring, update, weight push), not evaluation or checkpoint I/O, so the evaluation frequency does
 not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = the
-config's ``devices``, 1 on CPU, plus one per further torchrun rank); ``flops`` is the cumulative
-6 x parameters x trained tokens + 2 x parameters x generated tokens.
+config's ``devices``, 1 on CPU, plus one per further torchrun rank), the same in every mode: with
+``devices: 2`` (a trainer and a generator device) sync and PPO-off-policy runs are charged for
+the generator's device while it waits for the update, as PipelineRL runs are for the time its
+trainer or generator waits, which is what makes their ``gpu_hours`` comparable; ``flops`` is
+the cumulative 6 x parameters x trained tokens + 2 x parameters x generated tokens.
 After ``--resume`` the counter continues from the checkpoint's value: the time lost between the
 checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
 """
