@@ -333,6 +333,14 @@ def evaluate(cfg: Config, evaluator, s, step: int) -> float:
     return total / (len(s.val_ids) * cfg.val_samples_per_prompt)
 
 
+def close_engines(generator, evaluator) -> None:
+    """Close the rollout engine and the evaluator (the same object with vLLM)."""
+    if generator is not None:
+        generator.close()
+    if evaluator is not None and evaluator is not generator:
+        evaluator.close()
+
+
 def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int | None = None):
     """Train according to ``cfg``, writing into ``out``; see the module docstring.
 
@@ -356,29 +364,33 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
     max_len = max(map(len, s.train_ids + s.val_ids)) + cfg.max_new_tokens
     generator, evaluator = make_generators(cfg, s, max_len)  # rank 0's (None elsewhere)
-    shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
-    optimizer = make_optimizer(cfg, s.model)
-    rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
-    devices = devices_in_use(cfg, ranks)
+    try:  # the engines run processes (the pipeline's sampler, vLLM): stop them on any error
+        shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
+        optimizer = make_optimizer(cfg, s.model)
+        rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
+        devices = devices_in_use(cfg, ranks)
 
-    # model and AdamW state restored in place (sharded: each rank reads its own shards)
-    state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
-    start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
-    updates_total = 0
-    if state is not None:
-        pool.load_state_dict(state["pool"])
-        weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
-        if generator is not None:
-            generator.push_weights(weights, version=state["step"])
-        if rng is not None and state["sampler_rng"] is not None:
-            rng.set_state(state["sampler_rng"].cpu())
-        start, wall = state["step"], state["wall_seconds"]
-        samples_total, tokens_total = state["samples_total"], state["tokens_total"]
-        flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
-        # absent before updates_per_batch: one update per step then (skipped ones aside)
-        updates_total = state.get("updates_total", state["step"])
-    keep = state["log_bytes"] if state is not None else None
-    log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
+        # model and AdamW state restored in place (sharded: each rank reads its own shards)
+        state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
+        start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
+        updates_total = 0
+        if state is not None:
+            pool.load_state_dict(state["pool"])
+            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+            if generator is not None:
+                generator.push_weights(weights, version=state["step"])
+            if rng is not None and state["sampler_rng"] is not None:
+                rng.set_state(state["sampler_rng"].cpu())
+            start, wall = state["step"], state["wall_seconds"]
+            samples_total, tokens_total = state["samples_total"], state["tokens_total"]
+            flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
+            # absent before updates_per_batch: one update per step then (skipped ones aside)
+            updates_total = state.get("updates_total", state["step"])
+        keep = state["log_bytes"] if state is not None else None
+        log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
+    except BaseException:
+        close_engines(generator, evaluator)
+        raise
 
     def eval_row(step: int) -> dict:
         if cfg.generator == "vllm":  # vLLM evaluates through the rollout engine: load its weights
@@ -452,10 +464,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         if rollouts is not None:
             rollouts.close()
         log.close()
-        if generator is not None:
-            generator.close()
-        if evaluator is not None and evaluator is not generator:
-            evaluator.close()
+        close_engines(generator, evaluator)
         distributed.close(ranks)
 
 
