@@ -14,8 +14,9 @@ trainer with torch, transformers and this package imported, forks each child (me
 itself on a loaded 2-core machine); ``spawn`` elsewhere.
 
 Weights travel through shared memory: at start the parent copies the policy's state dict into
-tensors in shared memory (CUDA tensors: the same, through CUDA IPC), which the child receives
-once; a push copies the new weights into those tensors in place and sends only the version
+tensors in shared memory (CUDA tensors: the same, through CUDA IPC, with a device synchronize
+after each side's copy, since the two processes' streams are not ordered), which the child
+receives once; a push copies the new weights into those tensors in place and sends only the version
 number, and the child loads them (``load_state_dict``) before answering. Pushes are synchronous
 (they return once the child holds the new weights), so the shared tensors are never rewritten
 while the child reads them, and every completion's ``versions`` stamps the weights that
@@ -78,6 +79,13 @@ def torch_sampler_builder(init: str | Path, device: torch.device | str, **kwargs
     return functools.partial(torch_sampler, str(init), str(device), **kwargs)
 
 
+def _sync_cuda(tensors: Mapping[str, torch.Tensor]) -> None:
+    """Wait for this process's copies into or out of shared CUDA tensors: the other process
+    reads them on its own stream, which does not order after ours."""
+    if any(t.is_cuda for t in tensors.values()):
+        torch.cuda.synchronize()
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -95,6 +103,7 @@ def _serve(conn, build, shared, version: int, threads: int, trainer: int) -> Non
     try:
         engine = build()
         engine.push_weights(shared, version)
+        _sync_cuda(shared)
         rng = getattr(engine, "rng", None)
         conn.send(("ok", rng.get_state() if rng is not None else None))
     except BaseException:
@@ -119,6 +128,7 @@ def _serve(conn, build, shared, version: int, threads: int, trainer: int) -> Non
                 reply = (groups, rng.get_state() if rng is not None else None)
             elif op == "push":
                 engine.push_weights(shared, args)
+                _sync_cuda(shared)  # loaded before the parent may write the next push
                 reply = None
             elif op == "set_rng":
                 rng.set_state(args)
@@ -203,6 +213,7 @@ class ProcessGenerator:
             ctx.set_forkserver_preload(PRELOAD)  # no effect once the server runs
         # CPU tensors move to shared memory; CUDA tensors are shared through CUDA IPC as they are
         self._shared = {k: v.detach().clone().share_memory_() for k, v in state_dict.items()}
+        _sync_cuda(self._shared)
         self._conn, child_end = ctx.Pipe()
         self.process = ctx.Process(
             target=_serve, name="generator", daemon=True,
@@ -296,6 +307,7 @@ class ProcessGenerator:
                     )
             for name, value in state_dict.items():
                 self._shared[name].copy_(value.detach())
+            _sync_cuda(self._shared)  # written before the child reads them
             self._send_and_wait("push", version)
         self.version = version
 
