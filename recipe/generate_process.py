@@ -3,9 +3,9 @@
 In ``mode: pipeline`` with ``generator: torch`` the producer thread of
 :class:`recipe.pipeline.PipelineRollouts` calls a :class:`ProcessGenerator`, which forwards each
 call to a :class:`~recipe.generate.TorchGenerator` living in a child process and waits for the
-answer. Waiting on a pipe releases the GIL, so generation and the trainer's update really
-overlap; in a thread they took turns on the interpreter, and every batch came out exactly
-``max_lag`` versions stale.
+answer. Waiting on a pipe releases the GIL, so generation and the trainer's update overlap
+fully; in a thread they shared one interpreter and overlapped only inside torch kernels that
+release the GIL (the sampler's per-token Python loop and the trainer's Python code took turns).
 
 The child is never ``fork``-ed from the trainer (a process that runs threads and OpenMP pools).
 It comes from ``forkserver`` where the platform has it: a clean server process, started once per

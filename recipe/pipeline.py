@@ -28,10 +28,10 @@ Two generator kinds:
 - ``TorchGenerator``, in its own process (:class:`~recipe.generate_process.ProcessGenerator`):
   it cannot change weights mid-sequence (one ``generate`` call samples a whole batch), so a push
   is parked and loaded before the producer's next ``generate`` call. Lag bounds and versions
-  behave the same; completions are never mixed. Because the sampler runs beside the trainer
-  rather than taking turns with it on one interpreter, a batch's lag depends on who was faster
-  at that moment: a mixture of values up to k, as in PipelineRL (a thread producer gave exactly
-  k whenever the trainer was busy).
+  behave the same; completions are never mixed. A batch's lag depends on which side is the
+  bottleneck at the time: k while the trainer is slower (the producer waits at admission), 1
+  while the sampler is slower (the trainer waits for every batch), values in between around
+  the changes (a trainer stall, an evaluation, a filter that empties the batches).
 
 Idle accounting (logged per step as fractions of the step's wall time): the generator is idle
 while nothing is being generated (sync/off-policy: during updates; pipeline: while the producer

@@ -147,7 +147,7 @@ def test_process_producer_gives_a_staleness_mixture_within_the_bound():
     # A sampler process that takes 50 ms per batch, and a trainer that takes 5 ms per step but
     # stalls 400 ms every 6th step. Each stall lets the producer run ahead to the admission bound
     # (lags 2 .. k once the trainer drains the queue); in between, the trainer waits for every
-    # batch (lag 1). A thread producer sharing the GIL with a busy trainer gave lag k always.
+    # batch (lag 1).
     # Measured (loaded 2-core machine): {0: 1, 1: 14, 2: 3, 3: 6} (lag 0: step 1).
     k, steps = 3, 24
     cfg = recipe_helpers_cfg(steps)
