@@ -150,7 +150,7 @@ def test_process_producer_gives_a_staleness_mixture_within_the_bound():
     # batch (lag 1).
     # Measured (loaded 2-core machine): {0: 1, 1: 14, 2: 3, 3: 6} (lag 0: step 1).
     k, steps = 3, 24
-    cfg = recipe_helpers_cfg(steps)
+    cfg = fake_cfg(steps)
     engine = ProcessGenerator(functools.partial(recipe_helpers.SleepyGenerator, 0.05),
                               {"w": torch.zeros(2)})  # fmt: skip
     pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
@@ -173,7 +173,8 @@ def test_process_producer_gives_a_staleness_mixture_within_the_bound():
     assert len(histogram) >= 2, histogram
 
 
-def recipe_helpers_cfg(steps: int):
+def fake_cfg(steps: int):
+    """The config fields PipelineRollouts reads."""
     from types import SimpleNamespace
 
     return SimpleNamespace(
