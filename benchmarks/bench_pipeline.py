@@ -18,6 +18,7 @@ waits for whom.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import subprocess
@@ -70,6 +71,9 @@ def summarize(rows: list[dict]) -> dict:
         "lag_max": max(r["lag_max"] for r in train),
         "mixed_version_samples": sum(r["mixed_version_samples"] for r in train),
         "clip_fraction_mean": _mean(r["clip_fraction"] for r in train),
+        "zero_grad_fraction_mean": _mean(r.get("zero_grad_fraction") for r in train),
+        # batches per lag value: a mixture with the process (or vLLM) producer
+        "lag_histogram": dict(sorted(collections.Counter(r["lag_max"] for r in train).items())),
         "rho_max_median": _median(r["rho_max"] for r in train),
         "train_reward_last_quarter": sum(r["train_reward"] for r in tail) / len(tail),
         "val_pass_rate_start": evals[0]["val_pass_rate"],

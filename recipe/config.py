@@ -47,6 +47,11 @@ class Config:
     generator: str = _f("torch", "rollout engine: torch | vllm (vllm needs the vllm package)")
     mode: str = _f("sync", "sync | pipeline (PipelineRL-k) | ppo-off-policy (PPO-off-policy-k)")
     max_lag: int = _f(8, "k of PipelineRL-k / PPO-off-policy-k (unused in sync mode)")
+    updates_per_batch: int = _f(
+        1,
+        "optimizer updates per generated batch (PPO-style minibatches of its prompt groups, "
+        "each with its own aggregation denominators); one step = one batch = this many updates",
+    )
     seed: int = _f(0, "seed of data split, model init, sampling")
     # --- task and data ---
     task: str = _f(
@@ -86,7 +91,7 @@ class Config:
     logprob_chunk: int = _f(1024, "tokens per LM-head chunk when computing log-probs")
     gradient_checkpointing: bool = _f(False, "recompute the body's activations in backward")
     # --- RL loop ---
-    steps: int = _f(1000, "RL steps (optimizer updates)")
+    steps: int = _f(1000, "RL steps (generated batches; updates_per_batch optimizer updates each)")
     prompts_per_step: int = _f(32, "prompts per batch")
     generations: int = _f(16, "completions per prompt")
     max_new_tokens: int = _f(5, "generation length limit (answer digits + EOS)")
@@ -133,7 +138,8 @@ class Config:
         1,
         "devices of a one-rank run that share the trainer's (1 on CPU); each further torchrun "
         "rank and each engine on a GPU of its own adds one; gpu_hours = wall-clock hours x "
-        "devices",
+        "devices in every mode (a generator's device counts while it idles too, as in sync and "
+        "ppo-off-policy)",
     )
     dist_timeout: int = _f(
         1800,
@@ -159,6 +165,7 @@ POSITIVE = (
     "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
     "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
     "devices", "threads", "micro_batch_size", "logprob_chunk", "generators", "dist_timeout",
+    "updates_per_batch",
 )  # fmt: skip
 NON_NEGATIVE = (
     "eps_low", "eps_high", "warmup_sft_steps", "warmup_mix", "lr_warmup_steps", "weight_decay",

@@ -8,9 +8,15 @@ Every loss takes the same tensors, so that the asynchronous trainer reuses them 
 - ``mask`` (B, T): 1 on real completion tokens, 0 on padding;
 - ``group_ids`` (B,): which prompt each completion answers (any integer labels).
 
-Each returns ``(loss, diagnostics)``: a scalar to minimise and a dict of floats
-(``clip_fraction`` = share of tokens whose ratio was clipped or truncated, ``rho_mean``,
-``rho_max``).
+Each returns ``(loss, diagnostics)``: a scalar to minimise and a dict of floats over the
+masked tokens: ``clip_fraction`` = share of tokens whose ratio was clipped or truncated,
+``zero_grad_fraction`` = share whose gradient is exactly zero because of the clip, ``rho_mean``,
+``rho_max``. The two fractions differ in kind, not by accident: CISPO truncates a stop-gradient
+weight, so every token keeps its gradient (``zero_grad_fraction`` is 0 however many are
+truncated); the PPO-style clips (DAPO, GRPO, and GSPO on the sequence ratio) act through
+``min(rho A, clip(rho) A)``, whose clipped branch is active exactly where it has no gradient, so
+for them a clipped token *is* a zero-gradient one (the usual ``clip_ratio`` of PPO
+implementations counts the same tokens).
 """
 
 from __future__ import annotations
@@ -82,13 +88,17 @@ def _log_ratio(logp_train, logp_gen, mask):
     return torch.where(mask > 0, logp_train - logp_gen, torch.zeros_like(logp_train))
 
 
-def _ratio_stats(rho: torch.Tensor, mask: torch.Tensor, clipped: torch.Tensor) -> dict:
+def _ratio_stats(
+    rho: torch.Tensor, mask: torch.Tensor, clipped: torch.Tensor, zero_grad: torch.Tensor
+) -> dict:
     on = mask > 0
     if not bool(on.any()):
-        return {"clip_fraction": 0.0, "rho_mean": float("nan"), "rho_max": float("nan")}
+        return {"clip_fraction": 0.0, "zero_grad_fraction": 0.0, "rho_mean": float("nan"),
+                "rho_max": float("nan")}  # fmt: skip
     r = rho.detach()[on]
     return {
         "clip_fraction": clipped[on].float().mean().item(),
+        "zero_grad_fraction": zero_grad[on].float().mean().item(),
         "rho_mean": r.mean().item(),
         "rho_max": r.max().item(),
     }
@@ -106,7 +116,8 @@ def cispo_loss(
     weight = torch.clamp(rho, max=eps_max).detach()
     per_token = -weight * _per_token_adv(advantages, logp_train) * logp_train
     loss = aggregate(per_token, mask, group_ids, aggregation, weights)
-    return loss, _ratio_stats(rho, mask, rho > eps_max)
+    # truncation changes a token's weight, never removes its gradient
+    return loss, _ratio_stats(rho, mask, rho > eps_max, torch.zeros_like(mask, dtype=torch.bool))
 
 
 def ppo_clip_loss(
@@ -122,7 +133,7 @@ def ppo_clip_loss(
     loss = aggregate(per_token, mask, group_ids, aggregation, weights)
     # the clipped branch is active (and the gradient zero) exactly here
     is_clipped = ((adv > 0) & (rho > 1 + eps_high)) | ((adv < 0) & (rho < 1 - eps_low))
-    return loss, _ratio_stats(rho, mask, is_clipped)
+    return loss, _ratio_stats(rho, mask, is_clipped, is_clipped)
 
 
 def gspo_loss(
@@ -143,8 +154,9 @@ def gspo_loss(
     per_token = -torch.minimum(unclipped, clipped)
     loss = aggregate(per_token, mask, group_ids, aggregation, weights)
     s = s_tok.detach()
+    # a clipped sequence loses the gradient of every one of its tokens
     is_clipped = ((adv > 0) & (s > 1 + eps_high)) | ((adv < 0) & (s < 1 - eps_low))
-    return loss, _ratio_stats(s, mask, is_clipped)
+    return loss, _ratio_stats(s, mask, is_clipped, is_clipped)
 
 
 def policy_loss(

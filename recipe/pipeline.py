@@ -9,7 +9,8 @@ the new weights after each update (:meth:`push`). Three sources, one interface:
   weights are pushed once. Generator and trainer take turns, so each idles while the other works.
 - ``pipeline`` = :class:`PipelineRollouts` (PipelineRL-k): a producer thread keeps generating
   while the trainer trains; batches travel through a queue; the trainer pushes every new version
-  as soon as its update lands.
+  as soon as its update lands. The generation itself runs outside the trainer's interpreter
+  (vLLM's engine processes, or the torch sampler's own process), so the thread only waits.
 
 Lag. The trainer taking step ``s`` holds policy version ``s - 1`` (version = updates so far); a
 token sampled by version ``v`` has lag ``s - 1 - v``. PipelineRL-k bounds it by admission: the
@@ -24,9 +25,13 @@ Two generator kinds:
   on; the trainer's :meth:`push` goes straight into the running engine (paused with
   ``mode="keep"``, loaded, resumed), so in-flight sequences continue on their stale KV cache and
   their tokens switch version mid-sequence (``mixed_version_samples`` counts them).
-- ``TorchGenerator``: it cannot change weights mid-sequence (one ``generate`` call samples a
-  whole batch), so a push is parked and loaded with ``load_state_dict`` before the producer's next
-  ``generate`` call. Lag bounds and versions behave the same; completions are never mixed.
+- ``TorchGenerator``, in its own process (:class:`~recipe.generate_process.ProcessGenerator`):
+  it cannot change weights mid-sequence (one ``generate`` call samples a whole batch), so a push
+  is parked and loaded before the producer's next ``generate`` call. Lag bounds and versions
+  behave the same; completions are never mixed. A batch's lag depends on which side is the
+  bottleneck at the time: k while the trainer is slower (the producer waits at admission), 1
+  while the sampler is slower (the trainer waits for every batch), values in between around
+  the changes (a trainer stall, an evaluation, a filter that empties the batches).
 
 Idle accounting (logged per step as fractions of the step's wall time): the generator is idle
 while nothing is being generated (sync/off-policy: during updates; pipeline: while the producer

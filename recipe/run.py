@@ -17,6 +17,7 @@ from recipe import distributed
 from recipe.config import Config, ConfigError
 from recipe.forward import resolve_device
 from recipe.generate import TorchGenerator
+from recipe.generate_process import ProcessGenerator, torch_sampler_builder
 from recipe.length_control import InterruptingGenerator
 from recipe.model import encode_prompts, load_policy, stop_token_ids, warm_up
 from recipe.pipeline import OffPolicyRollouts, PipelineRollouts
@@ -179,7 +180,8 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
     """(rollout generator, evaluator): the torch sampler or a vLLM engine on ``s.init``.
 
     The torch sampler shares the trainer's model in sync and PPO-off-policy modes (generation
-    never overlaps an update there) and holds its own copy for PipelineRL. Evaluation runs on
+    never overlaps an update there); for PipelineRL it runs in its own process on its own copy
+    (:class:`~recipe.generate_process.ProcessGenerator`). Evaluation runs on
     the trainer's model (torch) or through the rollout engine itself (vLLM: no second engine).
     With several ranks only rank 0 has engines (``(None, None)`` elsewhere) and the torch ones
     hold their own unsharded copies, which the pushes keep current.
@@ -191,11 +193,17 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
         s.model, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id, fp32_head=cfg.fp32_head,
         seed=cfg.seed + 2, dtype=cfg.dtype, copy=own_copy,
     )  # fmt: skip
-    if cfg.generator == "torch":
+    if cfg.generator == "torch" and cfg.mode == "pipeline":
+        # its own process (recipe/generate_process.py), so that generation overlaps the update
+        build = torch_sampler_builder(
+            s.init, s.device, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id,
+            fp32_head=cfg.fp32_head, seed=cfg.seed + 1, dtype=cfg.dtype,
+        )  # fmt: skip
+        generator = ProcessGenerator(build, s.model.state_dict(), threads=cfg.threads)
+    elif cfg.generator == "torch":
         generator = TorchGenerator(
             s.model, eos_ids=s.stop_ids, pad_id=s.tokenizer.pad_token_id,
-            fp32_head=cfg.fp32_head, seed=cfg.seed + 1, dtype=cfg.dtype,
-            copy=cfg.mode == "pipeline" or own_copy,
+            fp32_head=cfg.fp32_head, seed=cfg.seed + 1, dtype=cfg.dtype, copy=own_copy,
         )  # fmt: skip
     else:
         # imported here: vllm is optional (and starts engine processes: callers need a main guard)

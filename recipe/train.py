@@ -9,8 +9,12 @@ evaluates and logs; the update is sharded).
 
 One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
 them with the task's reward (recipe/tasks), drop zero-variance prompts, compute advantages, take
-one AdamW step on the policy loss (accumulated over ``micro_batch_size`` completions at a time,
-with the whole batch's aggregation denominators), push the new weights to the generator. The
+``updates_per_batch`` AdamW steps on the policy loss (default 1: the whole batch; more: PPO-style
+minibatches of its prompt groups, each update with its minibatch's aggregation denominators;
+each accumulated over ``micro_batch_size`` completions at a time), push the new weights to the
+generator. A step is one generated batch whatever ``updates_per_batch`` is: ``steps``, the
+learning-rate warm-up, the policy version (advanced once per batch, after its last update) and
+the lag bound count batches; ``optimizer_updates`` in the log counts AdamW steps. The
 model sits on ``device`` with FP32 master weights; ``dtype`` is the body's autocast precision
 (recipe/forward.py). Setup, engines, the log and checkpoints are in recipe/run.py; the command
 line in recipe/cli.py. Where the batch comes from depends on
@@ -30,8 +34,11 @@ Hugging Face folder).
 Compute accounting: ``wall_seconds`` counts the training steps' wall-clock time (generation,
 scoring, update, weight push), not evaluation or checkpoint I/O, so the evaluation frequency does
 not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = the
-config's ``devices``, 1 on CPU, plus one per further torchrun rank); ``flops`` is the cumulative
-6 x parameters x trained tokens + 2 x parameters x generated tokens.
+config's ``devices``, 1 on CPU, plus one per further torchrun rank), the same in every mode: with
+``devices: 2`` (a trainer and a generator device) sync and PPO-off-policy runs are charged for
+the generator's device while it waits for the update, as PipelineRL runs are for the time its
+trainer or generator waits, which is what makes their ``gpu_hours`` comparable; ``flops`` is
+the cumulative 6 x parameters x trained tokens + 2 x parameters x generated tokens.
 After ``--resume`` the counter continues from the checkpoint's value: the time lost between the
 checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
 """
@@ -40,6 +47,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -89,9 +97,162 @@ def loss_mask(c: Completion) -> list[float]:
     return mask
 
 
-def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict:
-    """One RL update on ``batch``; returns the train log fields (before accounting)."""
+@dataclass
+class Kept:
+    """The completions that survived the filter, in batch order, with what an update needs."""
+
+    prompts: list[list[int]]  # prompt token ids
+    tokens: list[list[int]]
+    logp_gen: list[list[float]]
+    versions: list[list[int]]
+    masks: list[list[float]]  # loss masks (:func:`loss_mask`)
+    adv: torch.Tensor  # (n,) advantages, on the trainer's device
+    groups: torch.Tensor  # (n,) prompt group of each, on the trainer's device
+
+
+def minibatches(groups: torch.Tensor, updates: int, seed: int) -> list[list[int]]:
+    """Positions into the kept completions, split by prompt group into ``updates`` minibatches.
+
+    ``updates=1``: one minibatch of every position in batch order (the one-update step exactly).
+    Otherwise the groups are shuffled with ``seed`` and dealt into ``min(updates, groups)``
+    near-equal minibatches, each in batch order; every completion is in exactly one.
+    """
+    order = groups.tolist()
+    if updates == 1:
+        return [list(range(len(order)))]
+    unique = sorted(set(order))
+    perm = torch.randperm(len(unique), generator=torch.Generator().manual_seed(seed))
+    parts = []
+    for chunk in torch.tensor_split(perm, min(updates, len(unique))):
+        chosen = {unique[i] for i in chunk.tolist()}
+        parts.append([p for p, g in enumerate(order) if g in chosen])
+    return parts
+
+
+def update(
+    cfg: Config, s, optimizer, kept: Kept, pos: list[int], *, version: int, measure_gap: bool
+) -> dict:
+    """One optimizer update on the kept completions at ``pos`` with their own aggregation
+    denominators, accumulated over ``micro_batch_size`` completions at a time (with several
+    ranks: this rank's prompt groups). Returns its sums, which :func:`merge_updates` combines.
+
+    ``version``: the policy version the batch's fresh completions come from; ``measure_gap``:
+    the trainer still holds that version (the first update of a batch).
+    """
     model, device, ranks = s.model, s.device, s.ranks
+    groups = kept.groups[torch.tensor(pos, device=device)]
+    width = max(1, max(len(kept.masks[p]) for p in pos))
+    # the minibatch's aggregation weights: every micro-batch divides by its global counts
+    weights = token_weights(
+        right_pad([kept.masks[p] for p in pos], width, device=device), groups, cfg.aggregation
+    )
+    mb_size = cfg.micro_batch_size or len(pos)
+    optimizer.zero_grad(set_to_none=True)
+    out = {"loss": 0.0, "tokens": 0.0, "clip": 0.0, "zero_grad": 0.0, "rho": 0.0,
+           "rho_max": None, "gap_max": None, "finite": True}  # fmt: skip
+    for local, scale in distributed.micro_batches(
+        list(range(len(pos))), groups.tolist(), mb_size, ranks
+    ):
+        mb = [pos[i] for i in local]
+        at = torch.tensor(local, device=device)
+        logp_train, _ = completion_logprobs(
+            model, [kept.prompts[k] for k in mb], [kept.tokens[k] for k in mb],
+            fp32_head=cfg.fp32_head, temperature=cfg.temperature, pad_id=s.tokenizer.pad_token_id,
+            dtype=cfg.dtype, chunk=cfg.logprob_chunk,
+        )  # fmt: skip
+        w = logp_train.shape[1]
+        mask = right_pad([kept.masks[k] for k in mb], w, device=device)
+        logp_gen = right_pad([kept.logp_gen[k] for k in mb], w, device=device)
+        loss, diag = policy_loss(
+            cfg.loss, logp_train, logp_gen, kept.adv[torch.tensor(mb, device=device)], mask,
+            groups[at], aggregation=cfg.aggregation, eps_max=cfg.eps_max, eps_low=cfg.eps_low,
+            eps_high=cfg.eps_high, weights=weights[at, :w] * scale,
+        )  # fmt: skip
+        if not torch.isfinite(loss):
+            out["finite"] = False  # a NaN/inf loss must never reach the weights (nor AdamW's)
+            if not ranks.active:
+                break
+            # the other ranks' backward waits on this one's: go on, the gradients are dropped
+        loss.backward()
+        out["loss"] += loss.item()
+        n_on = float(mask.sum()) * scale
+        if n_on:
+            out["tokens"] += n_on
+            out["clip"] += diag["clip_fraction"] * n_on
+            out["zero_grad"] += diag["zero_grad_fraction"] * n_on
+            out["rho"] += diag["rho_mean"] * n_on
+            out["rho_max"] = max(diag["rho_max"], out["rho_max"] or diag["rho_max"])
+        if measure_gap and scale:
+            # generator/trainer mismatch on completions sampled entirely by the trainer's own
+            # version: no policy change, no stale KV, so anything here is numerics (what the
+            # FP32 head controls). Mixed completions are excluded: after an in-flight push their
+            # tokens come from new weights over KV of old ones, which the trainer never sees.
+            fresh = right_pad(
+                [[set(kept.versions[k]) == {version}] * len(kept.versions[k]) for k in mb],
+                w, device=device,
+            )  # fmt: skip
+            gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
+            if gap.numel():
+                out["gap_max"] = max(gap.max().item(), out["gap_max"] or 0.0)
+    if ranks.active:  # the whole minibatch's sums
+        sums = distributed.all_sum(
+            [out[k] for k in ("loss", "tokens", "clip", "zero_grad", "rho")]
+            + [float(not out["finite"])], ranks,
+        )  # fmt: skip
+        *values, n_bad = sums
+        out.update(zip(("loss", "tokens", "clip", "zero_grad", "rho"), values, strict=True))
+        out["finite"] = n_bad == 0
+        out["rho_max"] = distributed.all_max_optional(out["rho_max"], ranks)
+        out["gap_max"] = distributed.all_max_optional(out["gap_max"], ranks)
+    out["grad_norm"], out["stepped"] = None, False
+    if out["finite"]:
+        clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
+        norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
+        out["grad_norm"] = norm.item()
+        if torch.isfinite(norm):
+            optimizer.step()
+            out["stepped"] = True
+    optimizer.zero_grad(set_to_none=True)
+    return out
+
+
+def merge_updates(parts: list[dict]) -> dict:
+    """A batch's log fields from its updates' sums: ratio statistics over the tokens of every
+    update with a finite loss, loss and gradient norm averaged over those updates, the
+    logprob mismatch of the first update."""
+    good = [p for p in parts if p["finite"]]
+    row = {
+        "updates": sum(p["stepped"] for p in parts),
+        "updated": any(p["stepped"] for p in parts),
+        "skipped_update": not all(p["stepped"] for p in parts),
+        "fresh_logprob_mismatch": parts[0]["gap_max"] if parts[0]["finite"] else None,
+    }
+    if not good:
+        return row
+    tokens = sum(p["tokens"] for p in good)
+    rho_max = [p["rho_max"] for p in good if p["rho_max"] is not None]
+    row.update(
+        loss=sum(p["loss"] for p in good) / len(good),
+        grad_norm=sum(p["grad_norm"] for p in good) / len(good),
+        rho_max=max(rho_max) if rho_max else None,
+    )
+    if tokens:
+        row.update(
+            clip_fraction=sum(p["clip"] for p in good) / tokens,
+            zero_grad_fraction=sum(p["zero_grad"] for p in good) / tokens,
+            rho_mean=sum(p["rho"] for p in good) / tokens,
+        )
+    return row
+
+
+def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict:
+    """One RL step on ``batch``; returns the train log fields (before accounting).
+
+    Rewards, the zero-variance filter and the advantages are computed once for the whole batch;
+    then ``updates_per_batch`` optimizer updates follow, one per minibatch of prompt groups
+    (:func:`minibatches`, :func:`update`). ``logp_gen`` stays the generator's, so from the second
+    update on the ratio leaves 1 and the loss's truncation or clip acts.
+    """
     idx, groups = batch.indices, batch.groups
     flat = [c for g in groups for c in g]
     rewards = torch.tensor([
@@ -121,102 +282,39 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
         **version_stats(groups, trainer_version=step - 1),
         "loss": None,
         "clip_fraction": None,
+        "zero_grad_fraction": None,
         "rho_mean": None,
         "rho_max": None,
         "fresh_logprob_mismatch": None,
         "grad_norm": None,
         "skipped_update": False,
         "updated": False,
+        "updates": 0,
         "trained_tokens": 0,
     }
-    lr = cfg.lr * min(1.0, step / max(1, cfg.lr_warmup_steps))
+    lr = cfg.lr * min(1.0, step / max(1, cfg.lr_warmup_steps))  # warm-up counts batches
     for group in optimizer.param_groups:
         group["lr"] = lr
     row["lr"] = lr
     if not bool(keep.any()):
         return row
 
-    kept = keep.nonzero().squeeze(1).tolist()
-    # what the forward and backward process: prompt + completion of every kept completion
-    row["trained_tokens"] = sum(
-        len(s.train_ids[idx[int(group_ids[k])]]) + len(flat[k].tokens) for k in kept
-    )
-    masks = [loss_mask(flat[k]) for k in kept]
-    kept_groups = group_ids[keep].to(device)
-    width = max(1, max(len(m) for m in masks))
-    # the whole batch's aggregation weights: every micro-batch divides by the global counts
-    weights = token_weights(right_pad(masks, width, device=device), kept_groups, cfg.aggregation)
-    mb_size = cfg.micro_batch_size or len(kept)
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
-    total, finite, tok_on, clip_sum, rho_sum = 0.0, True, 0.0, 0.0, 0.0
-    rho_max: float | None = None
-    gap_max: float | None = None
-    # positions into ``kept``; with several ranks, this rank's prompt groups (recipe/distributed.py)
-    group_of = kept_groups.tolist()
-    for pos, scale in distributed.micro_batches(list(range(len(kept))), group_of, mb_size, ranks):
-        mb = [kept[p] for p in pos]
-        at = torch.tensor(pos, device=device)
-        logp_train, _ = completion_logprobs(
-            model, [s.train_ids[idx[int(group_ids[k])]] for k in mb], [flat[k].tokens for k in mb],
-            fp32_head=cfg.fp32_head, temperature=cfg.temperature, pad_id=s.tokenizer.pad_token_id,
-            dtype=cfg.dtype, chunk=cfg.logprob_chunk,
-        )  # fmt: skip
-        w = logp_train.shape[1]
-        mask = right_pad([masks[p] for p in pos], w, device=device)
-        logp_gen = right_pad([flat[k].logprobs for k in mb], w, device=device)
-        loss, diag = policy_loss(
-            cfg.loss, logp_train, logp_gen, adv.to(device)[at], mask, kept_groups[at],
-            aggregation=cfg.aggregation, eps_max=cfg.eps_max, eps_low=cfg.eps_low,
-            eps_high=cfg.eps_high, weights=weights[at, :w] * scale,
-        )  # fmt: skip
-        if not torch.isfinite(loss):
-            finite = False  # a NaN/inf loss must never reach the weights (nor AdamW's moments)
-            if not ranks.active:
-                break
-            # the other ranks' backward waits on this one's: go on, the gradients are dropped
-        loss.backward()
-        total += loss.item()
-        n_on = float(mask.sum()) * scale
-        if n_on:
-            tok_on += n_on
-            clip_sum += diag["clip_fraction"] * n_on
-            rho_sum += diag["rho_mean"] * n_on
-            rho_max = max(diag["rho_max"], rho_max or diag["rho_max"])
-        # generator/trainer mismatch on completions sampled entirely by the trainer's own
-        # version: no policy change, no stale KV, so anything here is numerics (what the FP32
-        # head controls). Mixed completions are excluded: after an in-flight push their tokens
-        # come from new weights over KV of old ones, which the trainer's forward never sees.
-        fresh = right_pad(
-            [[set(flat[k].versions) == {step - 1}] * len(flat[k].versions) for k in mb],
-            w, device=device,
-        )  # fmt: skip
-        gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
-        if gap.numel() and scale:
-            gap_max = max(gap.max().item(), gap_max or 0.0)
-    if ranks.active:  # the whole batch's diagnostics
-        total, tok_on, clip_sum, rho_sum, n_bad = distributed.all_sum(
-            [total, tok_on, clip_sum, rho_sum, float(not finite)], ranks
-        )
-        finite = n_bad == 0
-        rho_max = distributed.all_max_optional(rho_max, ranks)
-        gap_max = distributed.all_max_optional(gap_max, ranks)
-    if not finite:
-        optimizer.zero_grad(set_to_none=True)
-        row["skipped_update"] = True
-        return row
-    row.update(loss=total, fresh_logprob_mismatch=gap_max, rho_max=rho_max)
-    if tok_on:
-        row.update(clip_fraction=clip_sum / tok_on, rho_mean=rho_sum / tok_on)
-    clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-    grad_norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-    row["grad_norm"] = grad_norm.item()
-    if torch.isfinite(grad_norm):
-        optimizer.step()
-        row["updated"] = True
-    else:
-        row["skipped_update"] = True
-    optimizer.zero_grad(set_to_none=True)
+    at = keep.nonzero().squeeze(1).tolist()
+    prompts = [s.train_ids[idx[int(group_ids[k])]] for k in at]
+    kept = Kept(
+        prompts=prompts, tokens=[flat[k].tokens for k in at],
+        logp_gen=[flat[k].logprobs for k in at], versions=[flat[k].versions for k in at],
+        masks=[loss_mask(flat[k]) for k in at], adv=adv.to(s.device),
+        groups=group_ids[keep].to(s.device),
+    )  # fmt: skip
+    # what the forward and backward process (each kept completion once, in one minibatch)
+    row["trained_tokens"] = sum(len(p) + len(t) for p, t in zip(prompts, kept.tokens, strict=True))
+    s.model.train()
+    parts = []
+    for pos in minibatches(kept.groups, cfg.updates_per_batch, seed=cfg.seed * 100_003 + step):
+        parts.append(update(cfg, s, optimizer, kept, pos, version=step - 1,
+                            measure_gap=not parts))  # fmt: skip
+    row.update(merge_updates(parts))
     return row
 
 
@@ -233,6 +331,14 @@ def evaluate(cfg: Config, evaluator, s, step: int) -> float:
         for g, p in zip(groups, s.val_prompts[lo : lo + chunk], strict=True):
             total += sum(score(s.task, s.tokenizer, s.stop_ids, c, p) for c in g)
     return total / (len(s.val_ids) * cfg.val_samples_per_prompt)
+
+
+def close_engines(generator, evaluator) -> None:
+    """Close the rollout engine and the evaluator (the same object with vLLM)."""
+    if generator is not None:
+        generator.close()
+    if evaluator is not None and evaluator is not generator:
+        evaluator.close()
 
 
 def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int | None = None):
@@ -259,26 +365,33 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
     max_len = max(map(len, s.train_ids + s.val_ids)) + cfg.max_new_tokens
     generator, evaluator = make_generators(cfg, s, max_len)  # rank 0's (None elsewhere)
-    shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
-    optimizer = make_optimizer(cfg, s.model)
-    rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
-    devices = devices_in_use(cfg, ranks, s.device)  # trainer ranks + engines' own GPUs
+    try:  # the engines run processes (the pipeline's sampler, vLLM): stop them on any error
+        shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
+        optimizer = make_optimizer(cfg, s.model)
+        rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
+        devices = devices_in_use(cfg, ranks, s.device)  # trainer ranks + engines' own GPUs
 
-    # model and AdamW state restored in place (sharded: each rank reads its own shards)
-    state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
-    start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
-    if state is not None:
-        pool.load_state_dict(state["pool"])
-        weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
-        if generator is not None:
-            generator.push_weights(weights, version=state["step"])
-        if rng is not None and state["sampler_rng"] is not None:
-            rng.set_state(state["sampler_rng"].cpu())
-        start, wall = state["step"], state["wall_seconds"]
-        samples_total, tokens_total = state["samples_total"], state["tokens_total"]
-        flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
-    keep = state["log_bytes"] if state is not None else None
-    log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
+        # model and AdamW state restored in place (sharded: each rank reads its own shards)
+        state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
+        start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
+        updates_total = 0
+        if state is not None:
+            pool.load_state_dict(state["pool"])
+            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+            if generator is not None:
+                generator.push_weights(weights, version=state["step"])
+            if rng is not None and state["sampler_rng"] is not None:
+                rng.set_state(state["sampler_rng"].cpu())
+            start, wall = state["step"], state["wall_seconds"]
+            samples_total, tokens_total = state["samples_total"], state["tokens_total"]
+            flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
+            # absent before updates_per_batch: one update per step then (skipped ones aside)
+            updates_total = state.get("updates_total", state["step"])
+        keep = state["log_bytes"] if state is not None else None
+        log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
+    except BaseException:
+        close_engines(generator, evaluator)
+        raise
 
     def eval_row(step: int) -> dict:
         if cfg.generator == "vllm":  # vLLM evaluates through the rollout engine: load its weights
@@ -317,6 +430,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             samples_total += row["samples"]
             tokens_total += row["tokens"]
             flops_total += flops(s.parameters, row["trained_tokens"], row["tokens"])
+            updates_total += row["updates"]
             log.write({
                 "kind": "train", "step": step, "gpu_hours": wall / 3600 * devices,
                 "wall_seconds": wall, "flops": flops_total, **row,
@@ -324,6 +438,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                     min(1.0, (rollouts.generator_idle.seconds() - gen_idle0) / elapsed),
                 "trainer_idle_fraction": (rollouts.trainer_wait - waited0) / elapsed,
                 "samples_total": samples_total, "tokens_total": tokens_total,
+                "optimizer_updates": updates_total,
             })  # fmt: skip
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 rollouts.hold()  # the pipeline's producer starts no new batch meanwhile
@@ -336,7 +451,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 checkpoint(ckpt_path, {
                     "step": step, "wall_seconds": wall, "samples_total": samples_total,
                     "tokens_total": tokens_total, "flops_total": flops_total,
-                    "log_bytes": log.sync(), "pool": pool.state_dict(),
+                    "updates_total": updates_total, "log_bytes": log.sync(),
+                    "pool": pool.state_dict(),
                     "sampler_rng": rng.get_state() if rng is not None else None,
                 }, s.model, optimizer, ranks)  # fmt: skip
             if stop_after is not None and step >= stop_after:
@@ -349,10 +465,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         if rollouts is not None:
             rollouts.close()
         log.close()
-        if generator is not None:
-            generator.close()
-        if evaluator is not None and evaluator is not generator:
-            evaluator.close()
+        close_engines(generator, evaluator)
         distributed.close(ranks)
 
 

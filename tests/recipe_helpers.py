@@ -11,6 +11,33 @@ def read_log(path):
     return [json.loads(line) for line in Path(path).read_text().splitlines()]
 
 
+class SleepyGenerator:
+    """A generator engine for a :class:`~recipe.generate_process.ProcessGenerator` child: each
+    ``generate`` call takes ``seconds`` (sleeping) and returns one-token completions stamped
+    with the version of the last push."""
+
+    def __init__(self, seconds):
+        import torch
+
+        self.seconds = seconds
+        self.version = 0
+        self.rng = torch.Generator().manual_seed(0)
+
+    def generate(self, prompts, n, *, max_new_tokens, temperature=1.0):
+        import time
+
+        from recipe.generate import Completion
+
+        time.sleep(self.seconds)
+        return [[Completion([1], [-0.5], [self.version], False)] * n for _ in prompts]
+
+    def push_weights(self, state_dict, version):
+        self.version = version
+
+    def close(self):
+        pass
+
+
 def tiny_cfg(init, **extra):
     """A run of a few steps on a tiny warmed-up model (``init``): seconds on one CPU thread."""
     values = {

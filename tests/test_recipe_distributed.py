@@ -93,25 +93,32 @@ TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone",
             "--nproc-per-node", "2"]  # fmt: skip
 
 
-# ~20-27 s each (a 1-rank and a 2-rank launch); one aggregation in the quick suite
-@pytest.mark.parametrize("aggregation", ["prompt", pytest.param("token", marks=pytest.mark.slow)])
-def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggregation):
+# ~20-27 s each (a 1-rank and a 2-rank launch); one case in the quick suite
+@pytest.mark.parametrize(
+    ("aggregation", "updates"), [("prompt", 2), pytest.param("token", 1, marks=pytest.mark.slow)]
+)
+def test_two_ranks_give_the_one_rank_loss_and_weights(tmp_path, init_dir, aggregation, updates):
     # 3 prompt groups of 4 over 2 ranks: rank 0 trains 8 completions in 3 micro-batches of 3,
-    # rank 1 4 completions in 2 and one zero-weighted padding micro-batch
+    # rank 1 4 completions in 2 and one zero-weighted padding micro-batch. With 2 updates the
+    # minibatches are 2 groups and 1: a rank may hold no group of one (it pads), and every
+    # rank takes both optimizer steps
     cfg_values = {
         "init": str(init_dir), "train_prompts": 300, "val_prompts": 16, "prompts_per_step": 3,
         "generations": 4, "threads": 1, "micro_batch_size": 3, "aggregation": aggregation,
         "zero_variance_filter": True, "lr": 1e-4, "lr_warmup_steps": 0,
+        "updates_per_batch": updates,
     }  # fmt: skip
     cfg = recipe_helpers.C.from_dict(cfg_values)
     batch = _batch(init_dir, cfg, tmp_path)
     row1, one = _run([sys.executable], tmp_path, "one", cfg_values, batch)
     row2, two = _run(TORCHRUN, tmp_path, "two", cfg_values, batch)
     assert row1["updated"] and row2["updated"]
+    assert row1["updates"] == row2["updates"] == updates
     assert row2["loss"] == pytest.approx(row1["loss"], abs=1e-6)
     assert row2["grad_norm"] == pytest.approx(row1["grad_norm"], rel=1e-5)
     for key in (
         "clip_fraction",
+        "zero_grad_fraction",
         "rho_mean",
         "rho_max",
         "trained_tokens",

@@ -133,6 +133,30 @@ def test_on_policy_losses_agree_at_ratio_one():
         assert torch.allclose(g, grads[0])
 
 
+@pytest.mark.parametrize("kind", ["cispo", "dapo", "grpo", "gspo"])
+def test_zero_grad_fraction_counts_exactly_the_tokens_without_gradient(kind):
+    # ratios far from 1 in both directions, advantages of both signs and never 0 (so a zero
+    # gradient can only come from the clip), padding in some rows
+    torch.manual_seed(1)
+    logp_gen = torch.log(torch.rand(6, 5, dtype=torch.float64) * 0.9 + 0.05)
+    log_rho = torch.randn(6, 5, dtype=torch.float64) * (0.02 if kind == "gspo" else 0.8)
+    leaf = (logp_gen + log_rho).detach().requires_grad_()
+    adv = torch.tensor([1.0, -0.5, 0.7, -2.0, 0.3, -1.0], dtype=torch.float64)
+    mask = torch.ones(6, 5)
+    mask[1, 3:] = 0
+    mask[4, 1:] = 0
+    loss, diag = policy_loss(kind, leaf, logp_gen, adv, mask, torch.arange(6) // 2,
+                             aggregation="token", eps_max=1.5)  # fmt: skip
+    loss.backward()
+    on = mask > 0
+    no_grad = (leaf.grad[on] == 0).double().mean().item()
+    assert diag["zero_grad_fraction"] == pytest.approx(no_grad, abs=1e-6)  # a float32 mean
+    if kind == "cispo":  # truncation acts on many tokens, yet every one keeps its gradient
+        assert diag["clip_fraction"] > 0.2 and diag["zero_grad_fraction"] == 0.0
+    else:  # the clip acts, and where it acts the gradient is gone
+        assert 0 < diag["zero_grad_fraction"] == diag["clip_fraction"] < 1
+
+
 def test_unknown_loss():
     with pytest.raises(ValueError, match="loss must be one of"):
         policy_loss("ppo", torch.zeros(1, 1), torch.zeros(1, 1), torch.zeros(1),
