@@ -767,3 +767,19 @@ def log_posterior(z, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitte
         like = -0.5 * n * math.log(rss) if fitted_noise else -0.5 * rss
         total = lp + like
         out[k] = total if math.isfinite(total) else -math.inf
+
+
+@_jit
+def walker_rss(z, x, y, w2, fixed_r0, r0, out):
+    """Weighted RSS of every draw ``z`` (k, d) in (A, log B, log C_mid[, R0]), into ``out``.
+
+    The posterior's noise draws need it for every kept draw (millions in a long run).
+    """
+    for k in range(z.shape[0]):
+        A, B, m = z[k, 0], math.exp(z[k, 1]), z[k, 2]
+        R0 = r0 if fixed_r0 else z[k, 3]
+        rss = 0.0
+        for i in range(x.size):
+            ri = y[i] - R0 - (A - R0) * frac(x[i], B, m)
+            rss += w2[i] * ri * ri
+        out[k] = rss
