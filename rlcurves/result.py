@@ -179,7 +179,7 @@ class SigmoidFit:
         from ._samples import parameter_samples
         from .target import compute_to_target
 
-        draws = parameter_samples(self, n_samples, method=method, seed=seed, level=level)
+        draws = parameter_samples(self, n_samples, method=method, seed=seed)
         if np.ndim(reward) == 0:
             return compute_to_target(self, reward, level=level, samples=draws, method=method)
         rows = [
