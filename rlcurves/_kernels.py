@@ -783,3 +783,128 @@ def walker_rss(z, x, y, w2, fixed_r0, r0, out):
             ri = y[i] - R0 - (A - R0) * frac(x[i], B, m)
             rss += w2[i] * ri * ri
         out[k] = rss
+
+
+@_jit
+def covariance_natural(x, y, w, A, R0, B, m, fixed_r0, cov):
+    """Weighted RSS and the unscaled covariance ``(J^T J)^-1`` at an optimum, in natural units.
+
+    ``J`` is the weighted Jacobian in ``(A, B, C_mid[, R0])`` (R0 dropped with ``fixed_r0``);
+    ``cov`` (p, p) receives the inverse, or ``inf`` everywhere where ``J^T J`` is singular: a
+    zero or non-finite column, or an eigenvalue of the column-scaled matrix below 1e-13 of the
+    largest (as :func:`rlcurves.result.covariance` has always judged it). Returns the RSS.
+    """
+    p = cov.shape[0]
+    C_mid = math.exp(m)
+    gain = A - R0
+    JtJ = np.zeros((p, p))
+    col = np.empty(4)
+    rss = 0.0
+    for i in range(x.size):
+        s = frac(x[i], B, m)
+        wi = w[i]
+        ri = wi * (y[i] - (R0 + gain * s))
+        rss += ri * ri
+        ds = s * (1.0 - s)
+        dx = 0.0 if x[i] == -math.inf else x[i] - m
+        col[0] = s * wi
+        col[1] = gain * ds * dx * B / B * wi  # d/dB = d/dlog B / B
+        col[2] = -gain * ds * B / C_mid * wi  # d/dC_mid = d/dm / C_mid
+        col[3] = (1.0 - s) * wi
+        for a in range(p):
+            for b in range(a, p):
+                JtJ[a, b] += col[a] * col[b]
+    d = np.empty(p)
+    ok = True
+    for a in range(p):
+        for b in range(a):
+            JtJ[a, b] = JtJ[b, a]
+        d[a] = math.sqrt(JtJ[a, a])
+        ok = ok and d[a] > 0 and math.isfinite(d[a])
+    for a in range(p):
+        for b in range(p):
+            cov[a, b] = math.inf
+    if not ok:
+        return rss
+    scaled = np.empty((p, p))
+    for a in range(p):
+        for b in range(p):
+            scaled[a, b] = JtJ[a, b] / (d[a] * d[b])
+    eig = np.linalg.eigvalsh(scaled)
+    if eig[0] > 1e-13 * eig[p - 1]:
+        inv = np.linalg.inv(scaled)
+        for a in range(p):
+            for b in range(p):
+                cov[a, b] = inv[a, b] / (d[a] * d[b])
+    return rss
+
+
+@_jit
+def peak_stats(compute, reward, A, B, C_mid, R0):
+    """The numbers :func:`rlcurves.fit.detect_peak` judges a run by (points sorted by compute).
+
+    Returns ``(sd, rho, m, tail_gap, k, i_peak, smooth_peak, drop, latest, c_peak)``: the
+    residuals' sd (ddof 4) and lag-1 correlation (clipped to [0, 0.9]), the tail length ``m`` and
+    the tail's mean residual, the smoothing window ``k``, where the smoothed curve (running mean
+    of ``k``) first peaks and its value there, the fall from it to the last smoothed value, the
+    mean of the last ``m`` rewards, and the compute at the peak's centre.
+    """
+    order = np.argsort(compute, kind="mergesort")
+    n = compute.size
+    r = np.empty(n)
+    res = np.empty(n)
+    lm = math.log(C_mid)
+    mean = 0.0
+    for j in range(n):
+        i = order[j]
+        r[j] = reward[i]
+        x = math.log(compute[i]) if compute[i] > 0 else -math.inf
+        res[j] = reward[i] - (R0 + (A - R0) * frac(x, B, lm))
+        mean += res[j]
+    mean /= n
+    ss = 0.0
+    for j in range(n):
+        ss += (res[j] - mean) ** 2
+    sd = math.sqrt(ss / (n - 4)) if n > 4 else math.nan
+    # lag-1 Pearson correlation, as np.corrcoef(res[:-1], res[1:])
+    ma = mb = 0.0
+    for j in range(n - 1):
+        ma += res[j]
+        mb += res[j + 1]
+    ma /= n - 1
+    mb /= n - 1
+    sab = saa = sbb = 0.0
+    for j in range(n - 1):
+        da, db = res[j] - ma, res[j + 1] - mb
+        sab += da * db
+        saa += da * da
+        sbb += db * db
+    rho = sab / math.sqrt(saa * sbb)
+    rho = _clip(_clip(rho, -1.0, 1.0), 0.0, 0.9)
+    m = max(5, n // 5)
+    tail = latest = 0.0
+    for j in range(n - m, n):
+        tail += res[j]
+        latest += r[j]
+    k = max(3, n // 10)
+    inv_k = 1.0 / k
+    best, i_peak, last = -math.inf, 0, 0.0
+    for j in range(n - k + 1):
+        v = 0.0
+        for i in range(j, j + k):
+            v += r[i] * inv_k
+        if v > best:
+            best, i_peak = v, j
+        last = v
+    return (
+        sd,
+        rho,
+        m,
+        tail / m,
+        k,
+        i_peak,
+        best,
+        best - last,
+        latest / m,
+        compute[order[i_peak + k // 2]],
+    )

@@ -300,31 +300,26 @@ def detect_peak(compute: np.ndarray, reward: np.ndarray, params: dict[str, float
 
     Returns "" when it does not (or with fewer than 15 points in the window).
     """
-    order = np.argsort(compute, kind="stable")
-    c, r = np.asarray(compute, float)[order], np.asarray(reward, float)[order]
+    from . import _kernels as K
+
+    c, r = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     if c.size < 15:
         return ""
-    res = r - sigmoid(c, params["A"], params["B"], params["C_mid"], params["R0"])
-    sd = float(np.std(res, ddof=4))
+    sd, rho, m, tail_gap, k, i_peak, peak, drop, latest, c_peak = K.peak_stats(
+        np.ascontiguousarray(c), np.ascontiguousarray(r),
+        float(params["A"]), float(params["B"]), float(params["C_mid"]), float(params["R0"]),
+    )  # fmt: skip
     if not sd > 0:
         return ""
-    rho = float(np.clip(np.corrcoef(res[:-1], res[1:])[0, 1], 0.0, 0.9))
-    m = max(5, c.size // 5)
+    # the tail's mean residual against its autocorrelation-corrected standard error
     se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
-    tail_gap = float(np.mean(res[-m:]))
-    k = max(3, c.size // 10)
-    smooth = np.convolve(r, np.ones(k) / k, mode="valid")
-    i_peak = int(np.argmax(smooth))
-    drop = float(smooth[i_peak] - smooth[-1])
     below = tail_gap < -_PEAK_SE * se
-    turned = i_peak < smooth.size - m and drop > _PEAK_SE * se
+    turned = i_peak < c.size - k + 1 - m and drop > _PEAK_SE * se
     if not (below or turned):
         return ""
-    c_peak = float(c[i_peak + k // 2])
-    latest = float(np.mean(r[-m:]))
     side = "below" if tail_gap < 0 else "above"
     return (
-        f"this run peaked at {smooth[i_peak]:.3g} near {c_peak:,.0f}; the fitted ceiling "
+        f"this run peaked at {peak:.3g} near {c_peak:,.0f}; the fitted ceiling "
         f"{params['A']:.3g} is not supported by the latest evaluations (the last {m} average "
         f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
