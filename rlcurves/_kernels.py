@@ -15,6 +15,7 @@ compiled at import: each kernel compiles on its first call, or loads from numba'
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from numba import njit, prange
@@ -28,7 +29,39 @@ LOG_B_TIMES_SPAN = np.log(np.geomspace(0.3, 60.0, 14))
 N_B, N_M = LOG_B_TIMES_SPAN.size, UNIT_M.size
 GRID_TOP_SINGLE = 8  # grid minima a single fit considers
 
-_jit = njit(cache=True, nogil=True, error_model="numpy")
+_NO_CACHE_WARNED = []
+
+
+def _cached_njit(**options):
+    """``numba.njit(cache=True, **options)``, or without the on-disk cache where there is none.
+
+    numba caches next to this file, else in the user's cache folder (or ``NUMBA_CACHE_DIR``); in
+    a read-only install with neither writable it refuses to cache at decoration, which made
+    ``import rlcurves`` itself fail. The kernels then compile in memory in every process
+    (seconds on the first fit), and one warning says how to keep them.
+    """
+
+    def decorate(fn):
+        try:
+            return njit(cache=True, **options)(fn)
+        except RuntimeError as err:
+            if "cannot cache" not in str(err):
+                raise
+            if not _NO_CACHE_WARNED:
+                _NO_CACHE_WARNED.append(True)
+                warnings.warn(
+                    "rlcurves: numba has no writable folder to cache its compiled kernels in "
+                    f"({err}); they compile on first use in every process. Set NUMBA_CACHE_DIR "
+                    "to a writable folder to keep them.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return njit(cache=False, **options)(fn)
+
+    return decorate
+
+
+_jit = _cached_njit(nogil=True, error_model="numpy")
 # lets LLVM vectorize the grid's loops (reassociated sums); infinities and NaN keep their meaning
 _VECTOR_MATH = {"reassoc", "contract", "arcp", "nsz"}
 
@@ -166,7 +199,7 @@ def theta_box(x, w, use_weights):
     return math.log(1e-2 / span), x_lo - 5 * span, math.log(1e3 / span), x_hi + 5 * span
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
+@_cached_njit(nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
 def grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss):
     """Projected RSS on the (log B, m) grid, filled into ``rss`` (N_B, N_M); inf where undefined.
 
@@ -593,7 +626,7 @@ def solve_curve(x, y, w, fixed_r0, r0, bnd, starts, n_starts, max_iter, out):
     out[7] = b_its
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+@_cached_njit(nogil=True, parallel=True, error_model="numpy")
 def solve_batch(x, y, w, fixed_r0, r0, bnd, top, starts, use_grid, max_iter):
     """Every curve of a batch in parallel: ``(k, 8)`` rows of :func:`solve_curve`'s output.
 
@@ -693,7 +726,7 @@ def solve_single(x, y, w, fixed_r0, r0, bnd, starts, start_rss, refined, out):
     return found, left
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+@_cached_njit(nogil=True, parallel=True, error_model="numpy")
 def warm_lm_batch(x, y, w, fixed_r0, r0, bnd, start, max_iter, out):
     """Refit every row of ``y, w`` (k, n) from one start ``(A, R0, log B, m)`` (the bootstrap).
 

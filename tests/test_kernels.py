@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -256,3 +257,51 @@ def test_peak_check_matches_the_numpy_version():
         assert got == numpy_summary.detect_peak(c[shuffled], y[shuffled], truth)
         said += bool(got)
     assert 5 < said < 55
+
+
+def test_regression_a_read_only_install_imports_and_compiles_without_a_cache(tmp_path):
+    """With the package folder and the user's cache folder read-only (and no NUMBA_CACHE_DIR),
+    numba refused ``cache=True`` at decoration and ``import rlcurves`` raised RuntimeError
+    ("cannot cache function '_clip': no locator available"). Now it warns once and the kernels
+    compile in memory. (A whole first fit that way took 23 s under load 5, 11 s of CPU: too long
+    here, so one small kernel stands for them.)"""
+    import os
+    import shutil
+
+    pkg, home = tmp_path / "site", tmp_path / "home"
+    src = Path(K.__file__).parent
+    shutil.copytree(src, pkg / "rlcurves", ignore=shutil.ignore_patterns("__pycache__"))
+    home.mkdir()
+    for root, dirs, files in os.walk(tmp_path):
+        for name in dirs + files:
+            os.chmod(Path(root) / name, 0o555 if name in dirs else 0o444)
+    os.chmod(pkg, 0o555)
+    os.chmod(home, 0o555)
+    prefix = []
+    if os.geteuid() == 0:  # root writes anywhere: drop the capability that lets it
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: no folder can be made read-only")
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home), PYTHONPATH=str(pkg))
+    code = (
+        "import rlcurves, rlcurves._kernels as K\n"
+        f"assert rlcurves.__file__.startswith({str(pkg)!r}), rlcurves.__file__\n"
+        "print(K._NO_CACHE_WARNED, K.frac(0.0, 2.0, 0.0))\n"
+    )
+    try:
+        out = subprocess.run(
+            [*prefix, sys.executable, "-W", "always", "-c", code],
+            env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+    finally:
+        for root, dirs, _ in os.walk(tmp_path):
+            for name in dirs:
+                os.chmod(Path(root) / name, 0o755)
+        os.chmod(pkg, 0o755)
+        os.chmod(home, 0o755)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[True]", "0.5"], out
+    assert "no writable folder to cache" in out.stderr and "NUMBA_CACHE_DIR" in out.stderr
