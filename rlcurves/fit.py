@@ -234,7 +234,7 @@ def build_fit(
         scale_by_residuals=sigma is None or not absolute_sigma,
     )
     notes = [n for n in notes if n]
-    reward_range = float(np.ptp(rw)) or 1.0
+    reward_range = float(rw.max() - rw.min()) or 1.0
     for name in ("A", "B", "C_mid", "R0"):
         value, err = params[name], stderr[name]
         # A and R0 are levels: near 0 their error is judged against the data's range instead
@@ -344,14 +344,16 @@ def _check_fittable(c, r, r0, lo, hi) -> None:
             n_points=int(c.size),
             n_params=n_params,
         )
-    distinct = np.unique(c).size
+    # at least three distinct values are all that is asked: the extremes and one in between
+    lo, hi = c.min(), c.max()
+    distinct = 1 if lo == hi else (3 if np.any((c > lo) & (c < hi)) else 2)
     if distinct < n_params - 1:
         raise RLCurvesError(
             f"only {distinct} distinct compute value(s){where}: the curve's shape cannot be "
             f"determined; at least {n_params - 1} are needed.",
             distinct=int(distinct),
         )
-    if np.ptp(r) == 0 and (r0 is None or r[0] == r0):
+    if r.max() == r.min() and (r0 is None or r[0] == r0):
         raise RLCurvesError(
             f"reward is constant ({r[0]:g} at all {r.size} points{where}): there is no curve to "
             "fit. Check that the right column was passed as reward.",
@@ -366,7 +368,7 @@ def resolve_bounds(bounds: BoundsArg, reward: np.ndarray, r0: float | None) -> B
     if isinstance(bounds, str):
         if bounds != "auto":
             raise RLCurvesError(f"bounds must be 'auto', None or a dict, got {bounds!r}")
-        is_rate = bool(np.all((reward >= 0) & (reward <= 1)))
+        is_rate = bool(reward.min() >= 0 and reward.max() <= 1)
         if is_rate and (r0 is None or 0 <= r0 <= 1):
             return Bounds(A=(0.0, 1.0), R0=(0.0, 1.0))
         return Bounds()
