@@ -571,8 +571,9 @@ def posterior(
             continue
         blocks = _split(sampler.get_chain(), n_ensembles)
         verdict = _check(
-            blocks, steps, target_ess, min_tau_multiple, n_walkers, max_rhat, last_reset, thin
-        )
+            blocks, steps, target_ess, min_tau_multiple, n_walkers, max_rhat, last_reset, thin,
+            final=steps >= max_steps,
+        )  # fmt: skip
         if verdict["done"]:
             break
         thin = _thin_for(verdict["tau"])
@@ -687,6 +688,7 @@ def _check(
     min_burn=0,
     thin=1,
     burn=None,
+    final=True,
 ) -> dict[str, Any]:
     """Autocorrelation time after burn-in, R-hat and ESS, and whether the chains are long enough.
 
@@ -697,7 +699,10 @@ def _check(
     ensembles make disagreement between them visible); ESS is the smaller of the bulk and tail
     ESS (ArviZ's, over walker chains), capped by the steps after burn-in over tau times the
     number of ensembles times the walkers (emcee's count). Every estimate is taken on the draws
-    ``thin`` steps apart (see :func:`_thin_for`); tau is in steps either way.
+    ``thin`` steps apart (see :func:`_thin_for`); tau is in steps either way. Unless ``final``,
+    R-hat and ArviZ's ESS (rank-normalizing every draw: the costly part) are only computed once
+    the chains hold enough autocorrelation times and emcee's count reaches the target, since
+    ``done`` is False before that whatever they are (they are NaN and emcee's count then).
     """
 
     def tau_of(chain):
@@ -715,6 +720,10 @@ def _check(
                     ess_tail=np.zeros(dim), thin=thin)  # fmt: skip
     tau = np.max([tau_of(b[burn:]) for b in blocks], axis=0)
     ess_emcee = kept * n_walkers * len(blocks) / tau
+    long_enough = bool(np.all(np.isfinite(tau)) and kept > multiple * np.max(tau))
+    if not final and not (long_enough and np.min(ess_emcee) >= target_ess):
+        return dict(tau=tau, burn=burn, done=False, rhat=np.full(dim, math.nan),
+                    ess_bulk=ess_emcee, ess_tail=ess_emcee, thin=thin)  # fmt: skip
     walkers = np.concatenate([b[burn::thin] for b in blocks], axis=1)  # (kept, chains, dim)
     rhat = np.array([split_rank_rhat(walkers[:, :, i].T) for i in range(dim)])
     try:
@@ -724,12 +733,7 @@ def _check(
     except ImportError:  # arviz is optional: emcee's count for both
         ess_bulk = ess_tail = ess_emcee
     ess = np.minimum(ess_bulk, ess_tail)
-    done = bool(
-        np.all(np.isfinite(tau))
-        and kept > multiple * np.max(tau)
-        and np.min(ess) >= target_ess
-        and np.all(rhat < max_rhat)
-    )
+    done = bool(long_enough and np.min(ess) >= target_ess and np.all(rhat < max_rhat))
     return {
         "tau": tau,
         "burn": burn,

@@ -339,3 +339,19 @@ def test_integrated_time_is_emcees_estimator():
             x[t] = np.array([0.9, 0.5, 0.0]) * x[t - 1] + e[t]
         expected = emcee.autocorr.integrated_time(x, tol=0, quiet=True)
         np.testing.assert_allclose(integrated_time(x), expected, rtol=1e-10)
+
+
+def test_skipping_rhat_and_arviz_ess_until_they_can_matter_changes_nothing(fit, monkeypatch):
+    # R-hat and ArviZ's ESS are computed only once the chain is long enough and emcee's count
+    # reaches the target: the same seed must give the same steps, draws and verdict as a run that
+    # computes them at every check
+    from rlcurves import bayes
+
+    kw = dict(seed=6, progress=False, n_ensembles=2)
+    lazy = fit.posterior(**kw)
+    real = bayes._check
+    monkeypatch.setattr(bayes, "_check", lambda *a, **k: real(*a, **{**k, "final": True}))
+    eager = fit.posterior(**kw)
+    assert lazy.converged and eager.converged and lazy.n_steps == eager.n_steps
+    pd.testing.assert_frame_equal(lazy.samples, eager.samples)
+    assert lazy.rhat == eager.rhat and lazy.ess == eager.ess
