@@ -15,6 +15,7 @@ compiled at import: each kernel compiles on its first call, or loads from numba'
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from numba import njit, prange
@@ -28,7 +29,39 @@ LOG_B_TIMES_SPAN = np.log(np.geomspace(0.3, 60.0, 14))
 N_B, N_M = LOG_B_TIMES_SPAN.size, UNIT_M.size
 GRID_TOP_SINGLE = 8  # grid minima a single fit considers
 
-_jit = njit(cache=True, nogil=True, error_model="numpy")
+_NO_CACHE_WARNED = []
+
+
+def _cached_njit(**options):
+    """``numba.njit(cache=True, **options)``, or without the on-disk cache where there is none.
+
+    numba caches next to this file, else in the user's cache folder (or ``NUMBA_CACHE_DIR``); in
+    a read-only install with neither writable it refuses to cache at decoration, which made
+    ``import rlcurves`` itself fail. The kernels then compile in memory in every process
+    (seconds on the first fit), and one warning says how to keep them.
+    """
+
+    def decorate(fn):
+        try:
+            return njit(cache=True, **options)(fn)
+        except RuntimeError as err:
+            if "cannot cache" not in str(err):
+                raise
+            if not _NO_CACHE_WARNED:
+                _NO_CACHE_WARNED.append(True)
+                warnings.warn(
+                    "rlcurves: numba has no writable folder to cache its compiled kernels in "
+                    f"({err}); they compile on first use in every process. Set NUMBA_CACHE_DIR "
+                    "to a writable folder to keep them.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+            return njit(cache=False, **options)(fn)
+
+    return decorate
+
+
+_jit = _cached_njit(nogil=True, error_model="numpy")
 # lets LLVM vectorize the grid's loops (reassociated sums); infinities and NaN keep their meaning
 _VECTOR_MATH = {"reassoc", "contract", "arcp", "nsz"}
 
@@ -166,7 +199,7 @@ def theta_box(x, w, use_weights):
     return math.log(1e-2 / span), x_lo - 5 * span, math.log(1e3 / span), x_hi + 5 * span
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
+@_cached_njit(nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
 def grid_rss(x, y, w, fixed_r0, r0, bnd, lb_grid, m_grid, rss):
     """Projected RSS on the (log B, m) grid, filled into ``rss`` (N_B, N_M); inf where undefined.
 
@@ -593,7 +626,7 @@ def solve_curve(x, y, w, fixed_r0, r0, bnd, starts, n_starts, max_iter, out):
     out[7] = b_its
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+@_cached_njit(nogil=True, parallel=True, error_model="numpy")
 def solve_batch(x, y, w, fixed_r0, r0, bnd, top, starts, use_grid, max_iter):
     """Every curve of a batch in parallel: ``(k, 8)`` rows of :func:`solve_curve`'s output.
 
@@ -693,7 +726,7 @@ def solve_single(x, y, w, fixed_r0, r0, bnd, starts, start_rss, refined, out):
     return found, left
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
+@_cached_njit(nogil=True, parallel=True, error_model="numpy")
 def warm_lm_batch(x, y, w, fixed_r0, r0, bnd, start, max_iter, out):
     """Refit every row of ``y, w`` (k, n) from one start ``(A, R0, log B, m)`` (the bootstrap).
 
@@ -767,3 +800,144 @@ def log_posterior(z, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitte
         like = -0.5 * n * math.log(rss) if fitted_noise else -0.5 * rss
         total = lp + like
         out[k] = total if math.isfinite(total) else -math.inf
+
+
+@_jit
+def walker_rss(z, x, y, w2, fixed_r0, r0, out):
+    """Weighted RSS of every draw ``z`` (k, d) in (A, log B, log C_mid[, R0]), into ``out``.
+
+    The posterior's noise draws need it for every kept draw (millions in a long run).
+    """
+    for k in range(z.shape[0]):
+        A, B, m = z[k, 0], math.exp(z[k, 1]), z[k, 2]
+        R0 = r0 if fixed_r0 else z[k, 3]
+        rss = 0.0
+        for i in range(x.size):
+            ri = y[i] - R0 - (A - R0) * frac(x[i], B, m)
+            rss += w2[i] * ri * ri
+        out[k] = rss
+
+
+@_jit
+def covariance_natural(x, y, w, A, R0, B, m, fixed_r0, cov):
+    """Weighted RSS and the unscaled covariance ``(J^T J)^-1`` at an optimum, in natural units.
+
+    ``J`` is the weighted Jacobian in ``(A, B, C_mid[, R0])`` (R0 dropped with ``fixed_r0``);
+    ``cov`` (p, p) receives the inverse, or ``inf`` everywhere where ``J^T J`` is singular: a
+    zero or non-finite column, or an eigenvalue of the column-scaled matrix below 1e-13 of the
+    largest (as :func:`rlcurves.result.covariance` has always judged it). Returns the RSS.
+    """
+    p = cov.shape[0]
+    C_mid = math.exp(m)
+    gain = A - R0
+    JtJ = np.zeros((p, p))
+    col = np.empty(4)
+    rss = 0.0
+    for i in range(x.size):
+        s = frac(x[i], B, m)
+        wi = w[i]
+        ri = wi * (y[i] - (R0 + gain * s))
+        rss += ri * ri
+        ds = s * (1.0 - s)
+        dx = 0.0 if x[i] == -math.inf else x[i] - m
+        col[0] = s * wi
+        col[1] = gain * ds * dx * B / B * wi  # d/dB = d/dlog B / B
+        col[2] = -gain * ds * B / C_mid * wi  # d/dC_mid = d/dm / C_mid
+        col[3] = (1.0 - s) * wi
+        for a in range(p):
+            for b in range(a, p):
+                JtJ[a, b] += col[a] * col[b]
+    d = np.empty(p)
+    ok = True
+    for a in range(p):
+        for b in range(a):
+            JtJ[a, b] = JtJ[b, a]
+        d[a] = math.sqrt(JtJ[a, a])
+        ok = ok and d[a] > 0 and math.isfinite(d[a])
+    for a in range(p):
+        for b in range(p):
+            cov[a, b] = math.inf
+    if not ok:
+        return rss
+    scaled = np.empty((p, p))
+    for a in range(p):
+        for b in range(p):
+            scaled[a, b] = JtJ[a, b] / (d[a] * d[b])
+    eig = np.linalg.eigvalsh(scaled)
+    if eig[0] > 1e-13 * eig[p - 1]:
+        inv = np.linalg.inv(scaled)
+        for a in range(p):
+            for b in range(p):
+                cov[a, b] = inv[a, b] / (d[a] * d[b])
+    return rss
+
+
+@_jit
+def peak_stats(compute, reward, A, B, C_mid, R0):
+    """The numbers :func:`rlcurves.fit.detect_peak` judges a run by (points sorted by compute).
+
+    Returns ``(sd, rho, m, tail_gap, k, i_peak, smooth_peak, drop, latest, c_peak)``: the
+    residuals' sd (ddof 4) and lag-1 correlation (clipped to [0, 0.9]), the tail length ``m`` and
+    the tail's mean residual, the smoothing window ``k``, where the smoothed curve (running mean
+    of ``k``) first peaks and its value there, the fall from it to the last smoothed value, the
+    mean of the last ``m`` rewards, and the compute at the peak's centre.
+    """
+    order = np.argsort(compute, kind="mergesort")
+    n = compute.size
+    r = np.empty(n)
+    res = np.empty(n)
+    lm = math.log(C_mid)
+    mean = 0.0
+    for j in range(n):
+        i = order[j]
+        r[j] = reward[i]
+        x = math.log(compute[i]) if compute[i] > 0 else -math.inf
+        res[j] = reward[i] - (R0 + (A - R0) * frac(x, B, lm))
+        mean += res[j]
+    mean /= n
+    ss = 0.0
+    for j in range(n):
+        ss += (res[j] - mean) ** 2
+    sd = math.sqrt(ss / (n - 4)) if n > 4 else math.nan
+    # lag-1 Pearson correlation, as np.corrcoef(res[:-1], res[1:])
+    ma = mb = 0.0
+    for j in range(n - 1):
+        ma += res[j]
+        mb += res[j + 1]
+    ma /= n - 1
+    mb /= n - 1
+    sab = saa = sbb = 0.0
+    for j in range(n - 1):
+        da, db = res[j] - ma, res[j + 1] - mb
+        sab += da * db
+        saa += da * da
+        sbb += db * db
+    rho = sab / math.sqrt(saa * sbb)
+    rho = _clip(_clip(rho, -1.0, 1.0), 0.0, 0.9)
+    m = max(5, n // 5)
+    tail = latest = 0.0
+    for j in range(n - m, n):
+        tail += res[j]
+        latest += r[j]
+    k = max(3, n // 10)
+    inv_k = 1.0 / k
+    best, i_peak, last = -math.inf, 0, 0.0
+    for j in range(n - k + 1):
+        v = 0.0
+        for i in range(j, j + k):
+            v += r[i] * inv_k
+        if v > best:
+            best, i_peak = v, j
+        last = v
+    return (
+        sd,
+        rho,
+        m,
+        tail / m,
+        k,
+        i_peak,
+        best,
+        best - last,
+        latest / m,
+        compute[order[i_peak + k // 2]],
+    )

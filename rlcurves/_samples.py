@@ -44,7 +44,6 @@ def parameter_samples(
     method: SampleMethod = "bootstrap",
     seed: int | None = 0,
     kind: str = PARAMETER_KIND,
-    level: float | None = None,
     inflation: dict[str, float] | float | None = None,
 ) -> pd.DataFrame:
     """``n`` draws of the fit's parameters, a DataFrame with columns ``A, B, C_mid, R0``.
@@ -64,12 +63,10 @@ def parameter_samples(
     seed : int, optional
         Random seed (draws are reproducible with a seed).
     kind : str
-        Bootstrap scheme, see :func:`rlcurves.bootstrap.bootstrap` (a raw one: the draws do not
-        use the forecast's calibrated inflation).
-    level : float, optional
-        Used only by an explicit ``kind="calibrated"`` (the forecast's level-wise factor, for the
-        forecast helpers); otherwise ignored: the draws are the same whatever interval is asked
-        of them, so probabilities from them do not depend on a level.
+        Bootstrap scheme, see :func:`rlcurves.bootstrap.bootstrap`. ``"calibrated"`` is an alias
+        of ``"ar1"`` there, so it gives the same draws. The draws take no interval level: they
+        are the same whatever interval is asked of them, so probabilities from them do not
+        depend on a level.
     inflation : dict or float, optional
         Override of :data:`PARAMETER_INFLATION` (1.0: the raw draws).
     """
@@ -78,24 +75,11 @@ def parameter_samples(
 
         result = bootstrap(fit, n, kind=kind, seed=seed, progress=False)
         draws = result.samples[list(PARAM_NAMES)].reset_index(drop=True)
-        if kind == "calibrated" and inflation is None:
-            # asked for by name: the forecast's own factor at ``level`` (forecast helpers only;
-            # compare never uses it, its draws must not depend on a level)
-            factors = inflation_factor(result.inflation, 0.9 if level is None else level)
-        else:
-            factors = PARAMETER_INFLATION if inflation is None else inflation
+        factors = PARAMETER_INFLATION if inflation is None else inflation
         return inflate(draws, fit.params, factors, bounds=fit.bounds)
     if method == "normal":
         return normal_samples(fit, n, seed=seed)
     raise RLCurvesError(f"unknown sampling method {method!r}; choose one of {list(SAMPLE_METHODS)}")
-
-
-def inflation_factor(inflation: float | dict, level: float) -> float:
-    """The bootstrap's spread inflation at ``level`` (a number, or a dict by level: linear)."""
-    if not isinstance(inflation, dict):
-        return float(inflation)
-    levels = np.array(sorted(inflation))
-    return float(np.interp(level, levels, [inflation[k] for k in levels]))
 
 
 def inflate(

@@ -218,7 +218,7 @@ def backtest(
             **_n(method, n_samples),
             **({} if calibration is None else {"calibration": calibration}),
         )
-        draws = parameter_samples(fit, n_samples, seed=seed, level=level)
+        draws = parameter_samples(fit, n_samples, seed=seed)
         a_lo, a_hi = np.quantile(draws["A"], [q_lo, q_hi])
         row.update(
             n_points=fit.n,

@@ -23,7 +23,14 @@ N > 50 integrated autocorrelation times after burn-in and the effective sample s
 ``target_ess`` (the smaller of the bulk and tail ESS) for every parameter and the split
 rank-normalized R-hat is below ``max_rhat``, or ``max_steps`` is reached, in which case
 ``converged`` is False and ``message`` and a warning say so. Each ensemble starts in its own ball
-around a point three standard errors out (over-dispersed starts), so R-hat can fail.
+around a point three standard errors out (over-dispersed starts), so R-hat can fail. A walker left
+stuck far below its ensemble (tens of nats under the median walker, on a plateau of the posterior
+it cannot leave) is put back onto a walker of its own ensemble at the end of a block, and the steps
+until then count as burn-in. The checks read the draws a quarter of tau apart.
+
+The log posterior is compiled (:func:`rlcurves._kernels.log_posterior`) for priors of the class
+:class:`Prior`; a subclass with its own ``log_density`` is evaluated in numpy (:class:`_LogProb`,
+also the reference the tests hold the kernel to).
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from . import _kernels as K
 from .errors import NotConvergedWarning, RLCurvesError
 from .model import PARAM_NAMES, fraction_of_gain, log_compute
 from .model import sigmoid as sigmoid_curve
@@ -142,7 +150,7 @@ class Posterior:
         Integrated autocorrelation time (steps) per parameter, the largest over ensembles.
     ess : dict
         Effective sample size per parameter: the smaller of ArviZ's bulk and tail ESS (without
-        arviz, emcee's ``draws / tau``).
+        arviz, emcee's ``draws / tau``), computed on the draws ``thin`` steps apart.
     acceptance_fraction : float
         Mean acceptance fraction over all walkers.
     rhat : dict
@@ -155,6 +163,11 @@ class Posterior:
         The convergence verdict in words.
     priors : dict
         The priors used, by parameter.
+    thin : int
+        The diagnostics (``tau``, ``ess``, ``rhat``) were computed on every ``thin``-th step
+        after burn-in: a quarter of tau, which keeps all but ~0.5% of the effective samples and
+        makes each convergence check cost the same at any chain length. ``samples`` and
+        ``chains`` hold every step.
     """
 
     samples: pd.DataFrame
@@ -176,6 +189,7 @@ class Posterior:
     n_eval: int | None = None
     chains: np.ndarray | None = field(default=None, repr=False)
     known_sd: float = math.nan
+    thin: int = 1
 
     def ci(self, level: float = 0.9) -> pd.DataFrame:
         """Equal-tailed credible intervals: ``parameter, estimate, lower, upper``.
@@ -276,7 +290,12 @@ class Posterior:
 
 
 class _LogProb:
-    """Vectorized log posterior over walkers, in (A, log B, log C_mid[, R0])."""
+    """Vectorized log posterior over walkers, in (A, log B, log C_mid[, R0]), in numpy.
+
+    The reference for :class:`_CompiledLogProb` (the tests pin the two together) and the log
+    posterior of priors the kernel cannot express (a subclass of :class:`Prior` with its own
+    ``log_density``). :meth:`natural` and :meth:`rss` also turn the draws into the reported ones.
+    """
 
     def __init__(self, fit: SigmoidFit, priors: Mapping[str, Prior], noise: str, n_eval):
         self.x = log_compute(fit.fit_compute)[None, :]
@@ -305,6 +324,10 @@ class _LogProb:
         r = self.y - p["R0"][:, None] - (p["A"] - p["R0"])[:, None] * s
         return np.sum(self.w2 * r * r, axis=1)
 
+    def draw_rss(self, z: np.ndarray) -> np.ndarray:
+        """The weighted RSS of every draw ``z`` (k, d)."""
+        return self.rss(self.natural(z))
+
     def __call__(self, z: np.ndarray) -> np.ndarray:
         z = np.atleast_2d(z)
         p = self.natural(z)
@@ -320,6 +343,55 @@ class _LogProb:
             like = -0.5 * self.n * np.log(rss) if self.noise == "fitted" else -0.5 * rss
             out[ok] = lp[ok] + like
         return np.where(np.isfinite(out), out, -np.inf)
+
+
+_PRIOR_CODES = {"uniform": 0, "loguniform": 1, "normal": 2, "lognormal": 3}
+
+
+class _CompiledLogProb(_LogProb):
+    """The same log posterior as :class:`_LogProb`, evaluated by the compiled kernel
+    :func:`rlcurves._kernels.log_posterior` (one loop over walkers and points, no temporaries).
+
+    Only for priors of the class :class:`Prior` itself, whose densities the kernel encodes by
+    kind; see :func:`_log_prob`.
+    """
+
+    def __init__(self, fit: SigmoidFit, priors: Mapping[str, Prior], noise: str, n_eval):
+        super().__init__(fit, priors, noise, n_eval)
+        order = [priors.get(name) for name in PARAM_NAMES]  # R0 absent when it is fixed
+        self._kinds = np.array([_PRIOR_CODES[p.kind] if p else 0 for p in order], dtype=np.int64)
+        self._lows = np.array([p.low if p else -math.inf for p in order])
+        self._highs = np.array([p.high if p else math.inf for p in order])
+        self._mus = np.array([p.mu if p else 0.0 for p in order])
+        self._sds = np.array([p.sd if p else 1.0 for p in order])
+        self._x = np.ascontiguousarray(self.x[0])
+        self._y = np.ascontiguousarray(self.y[0])
+        self._w2 = np.ascontiguousarray(self.w2[0])
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        z = np.ascontiguousarray(np.atleast_2d(z), dtype=float)
+        out = np.empty(z.shape[0])
+        K.log_posterior(
+            z, self._x, self._y, self._w2, self.r0 is not None,
+            0.0 if self.r0 is None else float(self.r0), self._kinds, self._lows, self._highs,
+            self._mus, self._sds, self.noise == "fitted", out,
+        )  # fmt: skip
+        return out
+
+    def draw_rss(self, z: np.ndarray) -> np.ndarray:
+        z = np.ascontiguousarray(z, dtype=float)
+        out = np.empty(z.shape[0])
+        r0 = 0.0 if self.r0 is None else float(self.r0)
+        K.walker_rss(z, self._x, self._y, self._w2, self.r0 is not None, r0, out)
+        return out
+
+
+def _log_prob(fit: SigmoidFit, priors: Mapping[str, Prior], noise: str, n_eval) -> _LogProb:
+    """The compiled log posterior, or the numpy one where a prior has its own ``log_density``
+    (a subclass of :class:`Prior`), which the kernel cannot call."""
+    custom = any(type(p).log_density is not Prior.log_density for p in priors.values())
+    cls = _LogProb if custom else _CompiledLogProb
+    return cls(fit, priors, noise, n_eval)
 
 
 def _gelman_rubin(chains: list[np.ndarray]) -> np.ndarray:
@@ -455,7 +527,7 @@ def posterior(
     if unknown:
         raise RLCurvesError(f"priors given for {sorted(unknown)}; free parameters are {free}")
     all_priors.update(priors or {})
-    log_prob = _LogProb(fit, all_priors, noise, n_eval)
+    log_prob = _log_prob(fit, {k: all_priors[k] for k in free}, noise, n_eval)
     rng = np.random.default_rng(seed)
     center = np.array(
         [fit.A, math.log(fit.B), math.log(fit.C_mid)] + ([fit.R0] if fit.r0_fixed is None else [])
@@ -475,7 +547,10 @@ def posterior(
         ndim,
         log_prob,
         vectorize=True,
-        moves=[(BlockDEMove(n_ensembles), 0.9), (BlockDEMove(n_ensembles, gamma0=1.0), 0.1)],
+        moves=[
+            (BlockDEMove(n_ensembles, log_prob=log_prob), 0.9),
+            (BlockDEMove(n_ensembles, gamma0=1.0, log_prob=log_prob), 0.1),
+        ],
     )
     sampler.random_state = np.random.RandomState(int(rng.integers(2**31))).get_state()
     bar = None
@@ -483,17 +558,25 @@ def posterior(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_steps, desc="posterior (emcee)", leave=False, unit="step")
-    steps, verdict, state = 0, None, start
+    steps, verdict, state, last_reset, thin = 0, None, start, 0, 1
     while steps < max_steps:
         n_block = min(block_steps, max_steps - steps)
         state = sampler.run_mcmc(state, n_block, progress=False)
         steps += n_block
         if bar is not None:
             bar.update(n_block)
+        if steps < max_steps and _reset_stuck(state, n_ensembles, rng):
+            # the chains jump here: what came before is burn-in, and there is nothing to check
+            last_reset = steps
+            continue
         blocks = _split(sampler.get_chain(), n_ensembles)
-        verdict = _check(blocks, steps, target_ess, min_tau_multiple, n_walkers, max_rhat)
+        verdict = _check(
+            blocks, steps, target_ess, min_tau_multiple, n_walkers, max_rhat, last_reset, thin,
+            final=steps >= max_steps,
+        )  # fmt: skip
         if verdict["done"]:
             break
+        thin = _thin_for(verdict["tau"])
     if bar is not None:
         bar.close()
     burn = verdict["burn"]
@@ -502,7 +585,7 @@ def posterior(
     natural = log_prob.natural(pooled)
     samples = pd.DataFrame({name: natural[name] for name in PARAM_NAMES})
     if noise == "fitted":
-        rss = log_prob.rss(natural)
+        rss = log_prob.draw_rss(pooled)
         noise_draws = np.sqrt(rss / rng.chisquare(fit.n, size=rss.size))
     else:
         noise_draws = np.ones(len(samples))
@@ -550,6 +633,7 @@ def posterior(
         n_eval=n_eval,
         chains=np.stack(chains) if keep_chains else None,
         known_sd=float(np.median(w)),
+        thin=int(verdict["thin"]),
     )
 
 
@@ -558,30 +642,89 @@ def _split(chain: np.ndarray, n_ensembles: int) -> list[np.ndarray]:
     return np.split(chain, n_ensembles, axis=1)
 
 
-def _check(blocks, steps, target_ess, multiple, n_walkers, max_rhat=1.01) -> dict[str, Any]:
+def integrated_time(chain: np.ndarray, c: float = 5.0) -> np.ndarray:
+    """Integrated autocorrelation time per parameter of ``chain`` (steps, walkers, dim).
+
+    emcee's estimator (``emcee.autocorr.integrated_time(chain, c, tol=0)``: the autocorrelation
+    averaged over walkers, summed up to Sokal's automatic window ``M >= c tau``), with every
+    walker and parameter in one FFT instead of one call each (walkers x parameters x ensembles
+    calls per check were a third of a posterior's time).
+    """
+    x = np.asarray(chain, dtype=float)
+    n_t = x.shape[0]
+    n_fft = 2 * (1 << max(0, (n_t - 1).bit_length()))  # emcee's 2 * next power of two
+    f = np.fft.rfft(x - x.mean(axis=0), n=n_fft, axis=0)
+    acf = np.fft.irfft(f * np.conjugate(f), n=n_fft, axis=0)[:n_t]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        acf = (acf / acf[0]).mean(axis=1)  # (steps, dim)
+    taus = 2.0 * np.cumsum(acf, axis=0) - 1.0
+    out = np.empty(x.shape[2])
+    for d in range(x.shape[2]):
+        inside = np.arange(n_t) < c * taus[:, d]
+        out[d] = taus[np.argmin(inside) if inside.any() else n_t - 1, d]
+    return out
+
+
+def _thin_for(tau: np.ndarray) -> int:
+    """Thinning for the convergence checks: a quarter of the smallest autocorrelation time.
+
+    Draws a quarter of tau apart keep all but ~0.5% of the chain's effective samples (an AR(1)
+    chain thinned by k = tau / 4 keeps (1 - r^k) / (1 + r^k) / k of them per draw with
+    r = exp(-1 / tau), against 1 / (2 tau)), and a check then costs the same at every chain
+    length: unthinned, each check re-read the whole chain, and the checks of a 20,000-step run
+    took 90% of its time.
+    """
+    finite = tau[np.isfinite(tau)]
+    return max(1, int(np.min(finite) // 4)) if finite.size else 1
+
+
+def _check(
+    blocks,
+    steps,
+    target_ess,
+    multiple,
+    n_walkers,
+    max_rhat=1.01,
+    min_burn=0,
+    thin=1,
+    burn=None,
+    final=True,
+) -> dict[str, Any]:
     """Autocorrelation time after burn-in, R-hat and ESS, and whether the chains are long enough.
 
     tau is estimated per ensemble (the mean over its walkers' autocorrelation, emcee's estimator)
-    and the largest over ensembles is used; burn-in is two of those times (at least 50 steps).
-    R-hat is the split rank-normalized one over every walker's chain (the over-dispersed
+    and the largest over ensembles is used; burn-in is two of those times (at least 50 steps, and
+    at least ``min_burn``, the last step at which stuck walkers were moved), unless ``burn`` is
+    given. R-hat is the split rank-normalized one over every walker's chain (the over-dispersed
     ensembles make disagreement between them visible); ESS is the smaller of the bulk and tail
     ESS (ArviZ's, over walker chains), capped by the steps after burn-in over tau times the
-    number of ensembles times the walkers (emcee's count).
+    number of ensembles times the walkers (emcee's count). Every estimate is taken on the draws
+    ``thin`` steps apart (see :func:`_thin_for`); tau is in steps either way. Unless ``final``,
+    R-hat and ArviZ's ESS (rank-normalizing every draw: the costly part) are only computed once
+    the chains hold enough autocorrelation times and emcee's count reaches the target, since
+    ``done`` is False before that whatever they are (they are NaN and emcee's count then).
     """
-    import emcee
 
     def tau_of(chain):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return emcee.autocorr.integrated_time(chain, tol=0, quiet=True)
+        return thin * integrated_time(chain[::thin])
 
-    tau0 = np.max([tau_of(b) for b in blocks], axis=0)
-    burn = int(min(steps // 2, max(2 * np.nanmax(tau0), 50)))
-    tau = np.max([tau_of(b[burn:]) for b in blocks], axis=0)
+    if burn is None:
+        tau0 = np.max([tau_of(b) for b in blocks], axis=0)
+        burn = int(min(steps // 2, max(2 * np.nanmax(tau0), 50)))
+        burn = max(burn, int(min_burn))
     kept = steps - burn
+    dim = blocks[0].shape[2]
+    if kept < 2:  # (only with block_steps=1 right after stuck walkers were moved)
+        nan = np.full(dim, math.nan)
+        return dict(tau=nan, burn=burn, done=False, rhat=nan, ess_bulk=np.zeros(dim),
+                    ess_tail=np.zeros(dim), thin=thin)  # fmt: skip
+    tau = np.max([tau_of(b[burn:]) for b in blocks], axis=0)
     ess_emcee = kept * n_walkers * len(blocks) / tau
-    walkers = np.concatenate([b[burn:] for b in blocks], axis=1)  # (kept, chains, dim)
-    dim = walkers.shape[2]
+    long_enough = bool(np.all(np.isfinite(tau)) and kept > multiple * np.max(tau))
+    if not final and not (long_enough and np.min(ess_emcee) >= target_ess):
+        return dict(tau=tau, burn=burn, done=False, rhat=np.full(dim, math.nan),
+                    ess_bulk=ess_emcee, ess_tail=ess_emcee, thin=thin)  # fmt: skip
+    walkers = np.concatenate([b[burn::thin] for b in blocks], axis=1)  # (kept, chains, dim)
     rhat = np.array([split_rank_rhat(walkers[:, :, i].T) for i in range(dim)])
     try:
         bt = np.array([ess_bulk_tail(walkers[:, :, i].T) for i in range(dim)])
@@ -590,12 +733,7 @@ def _check(blocks, steps, target_ess, multiple, n_walkers, max_rhat=1.01) -> dic
     except ImportError:  # arviz is optional: emcee's count for both
         ess_bulk = ess_tail = ess_emcee
     ess = np.minimum(ess_bulk, ess_tail)
-    done = bool(
-        np.all(np.isfinite(tau))
-        and kept > multiple * np.max(tau)
-        and np.min(ess) >= target_ess
-        and np.all(rhat < max_rhat)
-    )
+    done = bool(long_enough and np.min(ess) >= target_ess and np.all(rhat < max_rhat))
     return {
         "tau": tau,
         "burn": burn,
@@ -603,7 +741,51 @@ def _check(blocks, steps, target_ess, multiple, n_walkers, max_rhat=1.01) -> dic
         "rhat": rhat,
         "ess_bulk": ess_bulk,
         "ess_tail": ess_tail,
+        "thin": thin,
     }
+
+
+def _stuck_gap(ndim: int) -> float:
+    """How far (in log density) below its ensemble's median walker a walker is called stuck.
+
+    In a Gaussian posterior of ``ndim`` dimensions ``2 (log p_max - log p)`` is chi-square with
+    ``ndim`` degrees of freedom; a draw sits this far below the median with probability < 1e-9.
+    """
+    from scipy.stats import chi2
+
+    return 0.5 * (chi2.isf(1e-9, ndim) - chi2.median(ndim))
+
+
+def _reset_stuck(state, n_ensembles: int, rng: np.random.Generator) -> bool:
+    """Move stuck walkers onto other walkers of their own ensemble; True if any moved.
+
+    A walker that wanders off during burn-in onto a plateau of the posterior (here: C_mid far
+    outside the data with B small, tens of nats below the mode) is only ever offered moves built
+    from the other walkers' differences, which are tiny on the plateau's scale: it stays there
+    for tens of thousands of steps, the ensemble never passes its R-hat and ESS checks, and the
+    run ends at ``max_steps`` (the README's posterior took 20,000 steps). Copying a walker of
+    the same ensemble (the ensembles stay independent) puts it back; the caller counts every
+    step up to the reset as burn-in. A real second mode holds walkers of similar density, which
+    are not touched.
+    """
+    coords, lp = state.coords, state.log_prob
+    n_total, ndim = coords.shape
+    per = n_total // n_ensembles
+    gap = _stuck_gap(ndim)
+    moved = False
+    for e in range(n_ensembles):
+        rows = np.arange(e * per, (e + 1) * per)
+        block_lp = lp[rows]
+        finite = block_lp[np.isfinite(block_lp)]
+        if finite.size < 2:
+            continue
+        stuck = ~(block_lp >= np.median(finite) - gap)
+        if stuck.any():
+            donors = rng.choice(rows[~stuck], size=int(stuck.sum()))
+            coords[rows[stuck]] = coords[donors]
+            lp[rows[stuck]] = lp[donors]
+            moved = True
+    return moved
 
 
 class BlockDEMove:
@@ -612,13 +794,23 @@ class BlockDEMove:
     The walkers form ``n_blocks`` independent ensembles of equal size; each half of every block is
     updated from differences of two walkers of the other half of the same block, so no
     information crosses between blocks. ``gamma0`` defaults to ``2.38 / sqrt(2 ndim)``; a move with
-    ``gamma0=1`` now and then lets walkers jump between modes.
+    ``gamma0=1`` now and then lets walkers jump between modes. ``log_prob``, a vectorized log
+    density ``(n, d) -> (n,)`` returning floats (``-inf`` outside the support), is called
+    directly if given: emcee's own wrapper checks every walker's value in Python, which cost
+    more than the compiled log posterior itself.
     """
 
-    def __init__(self, n_blocks: int, gamma0: float | None = None, sigma: float = 1e-5):
+    def __init__(
+        self,
+        n_blocks: int,
+        gamma0: float | None = None,
+        sigma: float = 1e-5,
+        log_prob=None,
+    ):
         self.n_blocks = n_blocks
         self.gamma0 = gamma0
         self.sigma = sigma
+        self.log_prob = log_prob
 
     def tune(self, state, accepted):  # emcee's Move interface
         pass
@@ -648,7 +840,10 @@ class BlockDEMove:
             gamma = g0 * (1.0 + self.sigma * random.randn(self.n_blocks, n_s, 1))
             s_flat = s_idx.ravel()
             q = coords[s_flat] + (gamma * diff).reshape(-1, ndim)
-            new_lp, _ = model.compute_log_prob_fn(q)
+            if self.log_prob is not None:
+                new_lp = self.log_prob(q)
+            else:
+                new_lp, _ = model.compute_log_prob_fn(q)
             accept = new_lp - log_prob[s_flat] > np.log(random.rand(s_flat.size))
             take = s_flat[accept]
             coords[take] = q[accept]

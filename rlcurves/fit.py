@@ -234,7 +234,7 @@ def build_fit(
         scale_by_residuals=sigma is None or not absolute_sigma,
     )
     notes = [n for n in notes if n]
-    reward_range = float(np.ptp(rw)) or 1.0
+    reward_range = float(rw.max() - rw.min()) or 1.0
     for name in ("A", "B", "C_mid", "R0"):
         value, err = params[name], stderr[name]
         # A and R0 are levels: near 0 their error is judged against the data's range instead
@@ -300,31 +300,26 @@ def detect_peak(compute: np.ndarray, reward: np.ndarray, params: dict[str, float
 
     Returns "" when it does not (or with fewer than 15 points in the window).
     """
-    order = np.argsort(compute, kind="stable")
-    c, r = np.asarray(compute, float)[order], np.asarray(reward, float)[order]
+    from . import _kernels as K
+
+    c, r = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     if c.size < 15:
         return ""
-    res = r - sigmoid(c, params["A"], params["B"], params["C_mid"], params["R0"])
-    sd = float(np.std(res, ddof=4))
+    sd, rho, m, tail_gap, k, i_peak, peak, drop, latest, c_peak = K.peak_stats(
+        np.ascontiguousarray(c), np.ascontiguousarray(r),
+        float(params["A"]), float(params["B"]), float(params["C_mid"]), float(params["R0"]),
+    )  # fmt: skip
     if not sd > 0:
         return ""
-    rho = float(np.clip(np.corrcoef(res[:-1], res[1:])[0, 1], 0.0, 0.9))
-    m = max(5, c.size // 5)
+    # the tail's mean residual against its autocorrelation-corrected standard error
     se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
-    tail_gap = float(np.mean(res[-m:]))
-    k = max(3, c.size // 10)
-    smooth = np.convolve(r, np.ones(k) / k, mode="valid")
-    i_peak = int(np.argmax(smooth))
-    drop = float(smooth[i_peak] - smooth[-1])
     below = tail_gap < -_PEAK_SE * se
-    turned = i_peak < smooth.size - m and drop > _PEAK_SE * se
+    turned = i_peak < c.size - k + 1 - m and drop > _PEAK_SE * se
     if not (below or turned):
         return ""
-    c_peak = float(c[i_peak + k // 2])
-    latest = float(np.mean(r[-m:]))
     side = "below" if tail_gap < 0 else "above"
     return (
-        f"this run peaked at {smooth[i_peak]:.3g} near {c_peak:,.0f}; the fitted ceiling "
+        f"this run peaked at {peak:.3g} near {c_peak:,.0f}; the fitted ceiling "
         f"{params['A']:.3g} is not supported by the latest evaluations (the last {m} average "
         f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
@@ -349,14 +344,16 @@ def _check_fittable(c, r, r0, lo, hi) -> None:
             n_points=int(c.size),
             n_params=n_params,
         )
-    distinct = np.unique(c).size
+    # at least three distinct values are all that is asked: the extremes and one in between
+    lo, hi = c.min(), c.max()
+    distinct = 1 if lo == hi else (3 if np.any((c > lo) & (c < hi)) else 2)
     if distinct < n_params - 1:
         raise RLCurvesError(
             f"only {distinct} distinct compute value(s){where}: the curve's shape cannot be "
             f"determined; at least {n_params - 1} are needed.",
             distinct=int(distinct),
         )
-    if np.ptp(r) == 0 and (r0 is None or r[0] == r0):
+    if r.max() == r.min() and (r0 is None or r[0] == r0):
         raise RLCurvesError(
             f"reward is constant ({r[0]:g} at all {r.size} points{where}): there is no curve to "
             "fit. Check that the right column was passed as reward.",
@@ -371,7 +368,7 @@ def resolve_bounds(bounds: BoundsArg, reward: np.ndarray, r0: float | None) -> B
     if isinstance(bounds, str):
         if bounds != "auto":
             raise RLCurvesError(f"bounds must be 'auto', None or a dict, got {bounds!r}")
-        is_rate = bool(np.all((reward >= 0) & (reward <= 1)))
+        is_rate = bool(reward.min() >= 0 and reward.max() <= 1)
         if is_rate and (r0 is None or 0 <= r0 <= 1):
             return Bounds(A=(0.0, 1.0), R0=(0.0, 1.0))
         return Bounds()

@@ -122,7 +122,7 @@ def compute_to_target(
         raise RLCurvesError(f"the target reward must be a finite number, got {reward}")
     q_lo, q_hi = tails(level)
     if samples is None:
-        samples = parameter_samples(fit, n_samples, method=method, seed=seed, level=level)
+        samples = parameter_samples(fit, n_samples, method=method, seed=seed)
     source = method
     s = samples
     draws = inverse_sigmoid(

@@ -113,12 +113,15 @@ def test_backtest_errors():
 
 
 def test_calibrated_draws_are_the_ar1_draws(half_fit):
-    # parameter draws no longer carry a simulated inflation: "calibrated" is the AR(1) bootstrap
-    from rlcurves._samples import inflation_factor, parameter_samples
+    # "calibrated" is an alias of the AR(1) bootstrap: the same draws, with the same per-parameter
+    # factor, and raw (factor 1) when asked for
+    from rlcurves._samples import parameter_samples
 
-    raw = parameter_samples(half_fit, 200, kind="ar1", seed=4, inflation=1.0)
-    cal = parameter_samples(half_fit, 200, kind="calibrated", seed=4, level=0.9)
-    np.testing.assert_allclose(cal["A"], raw["A"])
-    assert cal["A"].between(0, 1).all() and cal["R0"].between(0, 1).all()
-    assert inflation_factor({0.8: 1.2, 0.9: 1.4}, 0.85) == pytest.approx(1.3)
-    assert inflation_factor(1.1, 0.5) == 1.1
+    for inflation in (None, 1.0):
+        ar1 = parameter_samples(half_fit, 200, kind="ar1", seed=4, inflation=inflation)
+        cal = parameter_samples(half_fit, 200, kind="calibrated", seed=4, inflation=inflation)
+        np.testing.assert_array_equal(cal.to_numpy(), ar1.to_numpy())
+        assert cal["A"].between(0, 1).all() and cal["R0"].between(0, 1).all()
+    raw = parameter_samples(half_fit, 200, kind="calibrated", seed=4, inflation=1.0)
+    inflated = parameter_samples(half_fit, 200, kind="calibrated", seed=4)
+    assert inflated["B"].std() > 1.2 * raw["B"].std()  # PARAMETER_INFLATION["B"] = 1.51

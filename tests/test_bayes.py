@@ -58,10 +58,12 @@ def test_diagnostics_say_the_chains_are_long_enough(post):
     assert 0.1 < post.acceptance_fraction < 0.7
     diag = post.diagnostics()
     assert list(diag.parameter) == ["A", "B", "C_mid", "R0"] and diag.attrs["converged"]
-    # ESS is ArviZ's bulk/tail ESS over the walker chains, never more than emcee's draws / tau
+    # ESS is ArviZ's bulk/tail ESS over the walker chains (thinned by a quarter of tau, as the
+    # checks see them), never more than emcee's draws / tau
     import arviz as az
 
-    chains = post.to_arviz().posterior["A"].to_numpy()
+    assert 1 <= post.thin <= max(1, min(post.tau.values()) / 4 + 1)
+    chains = post.to_arviz().posterior["A"].to_numpy()[:, :: post.thin]
     expected = min(float(az.ess(chains, method="bulk")), float(az.ess(chains, method="tail")))
     assert post.ess["A"] == pytest.approx(min(expected, len(post.samples) / post.tau["A"]))
     assert post.rhat["A"] == pytest.approx(float(az.rhat(chains, method="rank")), abs=1e-10)
@@ -205,3 +207,151 @@ def test_arviz_export(post):
     assert isinstance(idata, az.InferenceData)
     assert set(idata.posterior.data_vars) == {"A", "B", "C_mid", "R0"}
     assert idata.posterior["B"].mean() == pytest.approx(post.samples["B"].mean(), rel=1e-6)
+
+
+def _readme_fit():
+    from rlcurves.datasets import load_example
+
+    df = load_example("simulated_scalerl_8b")
+    return fit_sigmoid("compute", "reward", data=df, min_compute=1500, max_compute=8000)
+
+
+def test_regression_walkers_stuck_on_a_plateau_are_moved_back():
+    """The README's posterior (a half-budget fit) ran to max_steps = 20,000 and never converged:
+    during burn-in two walkers of one over-dispersed ensemble wandered onto a plateau (C_mid far
+    outside the data, B small) 60 nats below the mode, where the differences of the other walkers
+    are far too small to bring them back. They stayed there for the whole run, and R-hat and ESS
+    never passed. Now such walkers are put back onto walkers of their own ensemble and the steps
+    before are burn-in: after 1,000 steps every walker is where the posterior's mass is."""
+    from rlcurves.bayes import _log_prob, _stuck_gap, default_priors
+
+    fit = _readme_fit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotConvergedWarning)
+        post = fit.posterior(seed=0, progress=False, max_steps=1000)
+    log_prob = _log_prob(fit, default_priors(fit), "fitted", None)
+    last = post.chains[:, -1]  # (ensembles, walkers, dim)
+    gap = _stuck_gap(last.shape[-1])
+    for walkers in last:
+        lp = log_prob(walkers)
+        assert np.all(lp > np.median(lp) - gap), np.sort(lp)[:3]
+    assert post.burn >= 250  # the first block, where the stuck walkers were moved, is burn-in
+
+
+def test_reset_moves_only_stuck_walkers_within_their_ensemble():
+    from emcee.state import State
+
+    from rlcurves.bayes import _reset_stuck
+
+    rng = np.random.default_rng(0)
+    coords = np.concatenate([rng.normal(0, 1, (8, 2)), rng.normal(100, 1, (8, 2))])
+    lp = -0.5 * np.sum((coords - np.repeat([0.0, 100.0], 8)[:, None]) ** 2, axis=1)
+    coords[3], lp[3] = [30.0, 30.0], -900.0  # stuck far out in ensemble 0
+    lp[12] -= 5.0  # a walker of ensemble 1 in the posterior's tail: not stuck
+    before = coords.copy()
+    state = State(coords, log_prob=lp)
+    assert _reset_stuck(state, 2, rng)
+    moved = np.flatnonzero(np.any(state.coords != before, axis=1))
+    assert list(moved) == [3]
+    assert any(np.array_equal(state.coords[3], before[j]) for j in range(8) if j != 3)
+    assert np.isfinite(state.log_prob[3]) and state.log_prob[3] > -10
+    assert not _reset_stuck(state, 2, rng)  # nothing left to move
+
+
+def test_regression_convergence_checks_do_not_reread_the_whole_chain(fit, monkeypatch):
+    """Every convergence check ran ArviZ's ESS and the rank R-hat on every step of every walker,
+    so a check cost grew with the chain and the checks of a 20,000-step run took 90% of its 500
+    s. The checks now read the draws a quarter of tau apart: their size stays bounded by the
+    number of autocorrelation times in the chain, not its length."""
+    from rlcurves import bayes
+
+    sizes = []
+    real = bayes.ess_bulk_tail
+
+    def counting(x):
+        sizes.append(x.shape)
+        return real(x)
+
+    monkeypatch.setattr(bayes, "ess_bulk_tail", counting)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NotConvergedWarning)
+        post = fit.posterior(seed=0, progress=False, n_ensembles=2, max_steps=1250, target_ess=1e9)
+    # tau ~ 13 steps here: a quarter of it apart, the last check read one draw in three or four
+    assert post.n_steps == 1250 and post.thin >= max(2, int(min(post.tau.values()) // 4) - 1)
+    chains, draws = sizes[-1]
+    assert chains == post.n_walkers * post.n_ensembles
+    assert draws == len(range(post.burn, post.n_steps, post.thin))
+
+
+@pytest.mark.parametrize("noise", ["fitted", "known", "binomial"])
+@pytest.mark.parametrize("fixed_r0", [False, True])
+def test_compiled_log_posterior_matches_numpy(curve, noise, fixed_r0):
+    from rlcurves.bayes import _CompiledLogProb, _log_prob, _LogProb, default_priors
+
+    c, y = curve
+    kw = dict(sigma=np.full(c.size, 0.01), absolute_sigma=True) if noise == "known" else {}
+    if fixed_r0:
+        kw["r0"] = 0.3
+    fit = fit_sigmoid(c, y, **kw)
+    priors = default_priors(fit)
+    # every prior kind, with hard supports that walkers below fall outside of
+    priors["A"] = Prior("normal", low=0.55, high=0.7, mu=0.6, sd=0.05)
+    priors["B"] = Prior("lognormal", low=1.0, high=4.0, mu=np.log(2.0), sd=0.3)
+    if not fixed_r0:
+        priors["R0"] = Prior("uniform", 0.0, 0.6)
+    n_eval = 16000 if noise == "binomial" else None
+    compiled, reference = (cls(fit, priors, noise, n_eval) for cls in (_CompiledLogProb, _LogProb))
+    assert type(_log_prob(fit, priors, noise, n_eval)) is _CompiledLogProb
+    rng = np.random.default_rng(4)
+    center = np.array([fit.A, np.log(fit.B), np.log(fit.C_mid), fit.R0])[: 3 if fixed_r0 else 4]
+    z = center + rng.normal(0, 0.15, (400, center.size))
+    got, expected = compiled(z), reference(z)
+    outside = ~np.isfinite(expected)
+    assert 0 < outside.sum() < len(z)
+    np.testing.assert_array_equal(got[outside], -np.inf)
+    np.testing.assert_allclose(got[~outside], expected[~outside], rtol=1e-12, atol=0)
+
+
+def test_a_prior_with_its_own_density_uses_the_numpy_log_posterior(fit):
+    from rlcurves.bayes import _log_prob, _LogProb, default_priors
+
+    class Bumpy(Prior):
+        def log_density(self, value):
+            return super().log_density(value) + np.sin(np.asarray(value, dtype=float))
+
+    priors = default_priors(fit)
+    priors["A"] = Bumpy("uniform", 0.0, 1.0)
+    assert type(_log_prob(fit, priors, "fitted", None)) is _LogProb
+
+
+def test_integrated_time_is_emcees_estimator():
+    import emcee
+
+    from rlcurves.bayes import integrated_time
+
+    rng = np.random.default_rng(2)
+    for n in (257, 1000):
+        # AR(1) walkers of two autocorrelations, and one constant-ish parameter
+        e = rng.normal(size=(n, 16, 3))
+        x = np.empty_like(e)
+        x[0] = e[0]
+        for t in range(1, n):
+            x[t] = np.array([0.9, 0.5, 0.0]) * x[t - 1] + e[t]
+        expected = emcee.autocorr.integrated_time(x, tol=0, quiet=True)
+        np.testing.assert_allclose(integrated_time(x), expected, rtol=1e-10)
+
+
+def test_skipping_rhat_and_arviz_ess_until_they_can_matter_changes_nothing(fit, monkeypatch):
+    # R-hat and ArviZ's ESS are computed only once the chain is long enough and emcee's count
+    # reaches the target: the same seed must give the same steps, draws and verdict as a run that
+    # computes them at every check
+    from rlcurves import bayes
+
+    kw = dict(seed=6, progress=False, n_ensembles=2)
+    lazy = fit.posterior(**kw)
+    real = bayes._check
+    monkeypatch.setattr(bayes, "_check", lambda *a, **k: real(*a, **{**k, "final": True}))
+    eager = fit.posterior(**kw)
+    assert lazy.converged and eager.converged and lazy.n_steps == eager.n_steps
+    pd.testing.assert_frame_equal(lazy.samples, eager.samples)
+    assert lazy.rhat == eager.rhat and lazy.ess == eager.ess

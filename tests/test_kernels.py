@@ -9,6 +9,7 @@ import math
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -187,3 +188,120 @@ def test_importing_rlcurves_compiles_nothing():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0", out
+
+
+def test_covariance_matches_the_numpy_formula():
+    """The compiled covariance (J^T J, its inverse, standard errors) against the numpy code it
+    replaced, on the property-test curves: free and fixed R0, weights, C = 0, absolute sigma."""
+    import reference_fit_summary as numpy_summary
+
+    from rlcurves.result import covariance
+
+    compute, reward = property_like_curves(7, 30, 40)
+    rng = np.random.default_rng(8)
+    for c, y in zip(compute, reward, strict=True):
+        c = np.concatenate([[0.0], c[1:]])
+        w = rng.uniform(0.5, 2.0, c.size)
+        fit = fit_sigmoid(c, y) if np.ptp(y) > 0 else None
+        if fit is None:
+            continue
+        p = fit.params
+        for r0_fixed in (False, True):
+            for scale in (True, False):
+                args = (c, y, w, p["A"], p["B"], p["C_mid"], p["R0"])
+                kw = dict(r0_fixed=r0_fixed, scale_by_residuals=scale)
+                cov, se, rss = covariance(*args, **kw)
+                cov_ref, se_ref, rss_ref = numpy_summary.covariance(*args, **kw)
+                assert rss == pytest.approx(rss_ref, rel=1e-12)
+                assert np.isfinite(cov).all() == np.isfinite(cov_ref).all()
+                if np.isfinite(cov_ref).all():
+                    # variances to 1e-7; covariances on the scale of sqrt(var_i var_j) (an
+                    # entry that is 1e-14 of it is rounding noise in either version)
+                    d = np.sqrt(np.diag(cov_ref))
+                    np.testing.assert_allclose(np.diag(cov), d**2, rtol=1e-7)
+                    np.testing.assert_allclose(cov / np.outer(d, d), cov_ref / np.outer(d, d),
+                                               rtol=0, atol=1e-7)  # fmt: skip
+                assert list(se) == list(se_ref)
+                for name, v in se_ref.items():
+                    assert se[name] == pytest.approx(v, rel=1e-7, nan_ok=True), name
+
+
+def test_covariance_of_an_undetermined_parameter_is_infinite():
+    from rlcurves.result import covariance
+
+    c = np.linspace(100, 1000, 12)
+    # the curve is flat over the data (C_mid far below it, B large): B and C_mid cannot be told
+    cov, se, _ = covariance(
+        c, np.full(12, 0.6) + 0.01 * np.sin(c), np.ones(12), 0.6, 40.0, 1.0, 0.1,
+        r0_fixed=False, scale_by_residuals=True,
+    )  # fmt: skip
+    assert np.isinf(cov).all() and all(math.isinf(v) for v in se.values())
+
+
+def test_peak_check_matches_the_numpy_version():
+    import reference_fit_summary as numpy_summary
+
+    from rlcurves.fit import detect_peak
+
+    rng = np.random.default_rng(3)
+    said = 0
+    for i in range(60):
+        n = int(rng.integers(15, 90))
+        c = np.sort(rng.uniform(0, 16000, n))
+        truth = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
+        y = sigmoid(c, **truth) + rng.normal(0, 0.01, n)
+        if i % 2:  # a run that sags at the end
+            y -= np.clip((c - 0.7 * c.max()) / c.max(), 0, None) * rng.uniform(0, 0.3)
+        shuffled = rng.permutation(n)  # the check sorts by compute itself
+        got = detect_peak(c[shuffled], y[shuffled], truth)
+        assert got == numpy_summary.detect_peak(c[shuffled], y[shuffled], truth)
+        said += bool(got)
+    assert 5 < said < 55
+
+
+def test_regression_a_read_only_install_imports_and_compiles_without_a_cache(tmp_path):
+    """With the package folder and the user's cache folder read-only (and no NUMBA_CACHE_DIR),
+    numba refused ``cache=True`` at decoration and ``import rlcurves`` raised RuntimeError
+    ("cannot cache function '_clip': no locator available"). Now it warns once and the kernels
+    compile in memory. (A whole first fit that way took 23 s under load 5, 11 s of CPU: too long
+    here, so one small kernel stands for them.)"""
+    import os
+    import shutil
+
+    pkg, home = tmp_path / "site", tmp_path / "home"
+    src = Path(K.__file__).parent
+    shutil.copytree(src, pkg / "rlcurves", ignore=shutil.ignore_patterns("__pycache__"))
+    home.mkdir()
+    for root, dirs, files in os.walk(tmp_path):
+        for name in dirs + files:
+            os.chmod(Path(root) / name, 0o555 if name in dirs else 0o444)
+    os.chmod(pkg, 0o555)
+    os.chmod(home, 0o555)
+    prefix = []
+    if os.geteuid() == 0:  # root writes anywhere: drop the capability that lets it
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: no folder can be made read-only")
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--inh-caps={caps}", f"--bounding-set={caps}"]
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(HOME=str(home), XDG_CACHE_HOME=str(home), PYTHONPATH=str(pkg))
+    code = (
+        "import rlcurves, rlcurves._kernels as K\n"
+        f"assert rlcurves.__file__.startswith({str(pkg)!r}), rlcurves.__file__\n"
+        "print(K._NO_CACHE_WARNED, K.frac(0.0, 2.0, 0.0))\n"
+    )
+    try:
+        out = subprocess.run(
+            [*prefix, sys.executable, "-W", "always", "-c", code],
+            env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120,
+        )  # fmt: skip
+    finally:
+        for root, dirs, _ in os.walk(tmp_path):
+            for name in dirs:
+                os.chmod(Path(root) / name, 0o755)
+        os.chmod(pkg, 0o755)
+        os.chmod(home, 0o755)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[True]", "0.5"], out
+    assert "no writable folder to cache" in out.stderr and "NUMBA_CACHE_DIR" in out.stderr
