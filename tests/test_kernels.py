@@ -51,6 +51,13 @@ def test_single_fit_matches_numpy_reference(curve):
             expected = ref.solve_single(x, reward, w, r0, ref_b)
         got = S.solve_single(x, reward, w, r0, new_b)
         assert rel(got.rss[0], expected.rss[0]) <= 1e-9, (r0, got, expected)
+        if got.at_theta_bound[0] or expected.at_theta_bound[0]:
+            # a step between two points (B unidentified): the RSS is flat in log B, and where
+            # along it either solver stops (an interior point or the search box's edge, which
+            # reports "not converged") depends on rounding of the fastmath grid on the CPU at
+            # hand (seen: a 15-point step curve, equal RSS, one solver at the edge). Equal RSS
+            # is the contract there (test_compare and test_monitor pin how step fits are reported).
+            continue
         assert got.converged[0] == expected.converged[0]
 
 
