@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,6 +196,15 @@ def _coerce(name: str, value: Any) -> Any:
         raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
     if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    if base is float and isinstance(value, str):
+        # YAML 1.1 reads 1e-4 (no dot) as a string; a finite number written so is meant
+        try:
+            number = float(value)
+        except ValueError:
+            pass
+        else:
+            if math.isfinite(number):
+                return number
     if base is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if base is str and isinstance(value, str):

@@ -21,7 +21,7 @@ from .plot import plot_fits
 from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
 from .profile import ProfileResult
 from .result import SigmoidFit
-from .runs import RunsFit, fit_runs
+from .runs import RunsFit, fit_runs, paired_differences
 from .target import ComputeTarget
 
 __version__ = "0.1.0"
@@ -60,6 +60,7 @@ __all__ = [
     "fit_sigmoid_batch",
     "forecast",
     "inverse_sigmoid",
+    "paired_differences",
     "plot_fits",
     "power_law",
     "read_log",

@@ -676,6 +676,9 @@ def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None
     from .datasets import list_examples, load_example
 
     family = {n: load_example(n, compute=args.compute) for n in list_examples(group=group)}
+    if any("cell" in df.attrs for df in family.values()):
+        _demo_study(args, family)
+        return
     others = {df.attrs.get("baseline") for df in family.values()} - {None, args.example}
     baselines = [args.example, *sorted(others)]
     for base in baselines:
@@ -703,6 +706,50 @@ def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None
         print(f"(compute axis: {df_unit(family[base])}; C_mid in this unit)")
         print(cmp.summary())
         path = _save(cmp.plot(), Path(args.out) / f"{base}_compare.png")
+        print(f"comparison plot saved to {path}")
+
+
+def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> None:
+    """A paired-seed study: the seeds of each cell pooled (:func:`rlcurves.fit_runs`), each cell
+    compared with the cell it differs from by one switch (run-level draws), and the per-seed
+    paired differences (:func:`rlcurves.paired_differences`)."""
+    from .compare import compare
+    from .runs import fit_runs, paired_differences
+
+    cells: dict[str, list[pd.DataFrame]] = {}
+    base_of: dict[str, str | None] = {}
+    for df in family.values():
+        cell = df.attrs["cell"]
+        cells.setdefault(cell, []).append(df.assign(run=f"s{df.attrs['seed']}"))
+        base = df.attrs.get("baseline")
+        base_of[cell] = None if base is None else family[base].attrs["cell"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fits = {
+            cell: fit_runs(pd.concat(parts, ignore_index=True), min_compute=args.min_compute,
+                           label=cell, seed=0)
+            for cell, parts in cells.items()
+        }  # fmt: skip
+    seeds = ", ".join(sorted({run for f in fits.values() for run in f.runs}))
+    print(f"\n[[Paired-seed study]] cells {list(fits)}, seeds {seeds}")
+    for f in fits.values():
+        print(f.summary())
+    for base in dict.fromkeys(b for b in base_of.values() if b is not None):
+        variants = [c for c, b in base_of.items() if b == base]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cmp = compare({base: fits[base], **{v: fits[v] for v in variants}}, baseline=base)
+        print()
+        print(cmp.summary())
+        for cell in variants:
+            d = paired_differences(fits[base], fits[cell]).set_index("parameter")
+            for p, what in (("A", "A"), ("log_B", "log B")):
+                r = d.loc[p]
+                print(
+                    f"    paired {cell} - {base}, {what}: {r['mean']:+.3f} [{r['lower']:+.3f}, "
+                    f"{r['upper']:+.3f}] (90% t interval over {r['pairs']} seeds)"
+                )
+        path = _save(cmp.plot(), Path(args.out) / f"{base}_study_compare.png")
         print(f"comparison plot saved to {path}")
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ._samples import tails
 from .errors import RLCurvesError
@@ -277,3 +278,62 @@ def run_level_draws(
     out["A"] = np.clip(out["A"], *pooled.bounds.A)
     out["R0"] = np.clip(out["R0"], *pooled.bounds.R0)
     return pd.DataFrame({p: out[p] for p in PARAM_NAMES})
+
+
+def paired_differences(baseline: RunsFit, variant: RunsFit, *, level: float = 0.9) -> pd.DataFrame:
+    """Per-seed differences of two recipes whose runs are paired by name (seed).
+
+    When the runs of one seed share everything but the switch under test (warm-up, prompt
+    order, sampler seed), seed-to-seed variation common to both cancels in the difference of
+    their fits, which a comparison of the two pooled fits cannot use. For each seed present in
+    both, the difference of the per-run fits: ``A`` (variant - baseline) and ``log_B``
+    (log of the ratio of the B's); then their mean and a two-sided Student t interval over
+    seeds (``k - 1`` degrees of freedom for ``k`` pairs).
+
+    Parameters
+    ----------
+    baseline, variant : RunsFit
+        Fits from :func:`fit_runs` with ``per_run=True``; runs are paired by their names.
+    level : float
+        Interval level.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per parameter (``A``, ``log_B``): ``parameter, mean, lower, upper, pairs,
+        per_pair`` (a dict seed -> difference). ``lower``/``upper`` are NaN with one pair.
+
+    Raises
+    ------
+    RLCurvesError
+        No run name in common, or a fit without per-run fits.
+    """
+    tails(level)
+    if not baseline.per_run or not variant.per_run:
+        raise RLCurvesError(
+            "paired_differences needs the per-run fits: call fit_runs(..., per_run=True)"
+        )
+    shared = [r for r in baseline.runs if r in variant.per_run]
+    if not shared:
+        raise RLCurvesError(
+            f"no run in common to pair: baseline runs {baseline.runs}, variant runs "
+            f"{variant.runs}; name the runs of one seed alike in both (the `run` column)",
+            runs=[baseline.runs, variant.runs],
+        )
+    rows = []
+    for name, diff in (
+        ("A", lambda b, v: v.A - b.A),
+        ("log_B", lambda b, v: math.log(v.B) - math.log(b.B)),
+    ):
+        per = {r: float(diff(baseline.per_run[r], variant.per_run[r])) for r in shared}
+        d = np.array(list(per.values()))
+        mean = float(d.mean())
+        lo = hi = math.nan
+        if d.size >= 2 and np.all(np.isfinite(d)):
+            half = stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
+            lo, hi = mean - half, mean + half
+        rows.append(
+            {"parameter": name, "mean": mean, "lower": lo, "upper": hi, "pairs": d.size,
+             "per_pair": per}
+        )  # fmt: skip
+    return pd.DataFrame(rows)

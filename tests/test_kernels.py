@@ -42,7 +42,7 @@ def rel(a, b):
 )
 @given(curves())
 def test_single_fit_matches_numpy_reference(curve):
-    compute, reward, _, _ = curve
+    compute, reward, _, signal = curve
     x, w = log_compute(compute), np.ones(compute.size)
     new_b, ref_b = both_bounds()
     for r0 in (None, float(np.clip(reward[0], 0, 1))):
@@ -51,12 +51,13 @@ def test_single_fit_matches_numpy_reference(curve):
             expected = ref.solve_single(x, reward, w, r0, ref_b)
         got = S.solve_single(x, reward, w, r0, new_b)
         assert rel(got.rss[0], expected.rss[0]) <= 1e-9, (r0, got, expected)
-        if got.at_theta_bound[0] or expected.at_theta_bound[0]:
-            # a step between two points (B unidentified): the RSS is flat in log B, and where
-            # along it either solver stops (an interior point or the search box's edge, which
-            # reports "not converged") depends on rounding of the fastmath grid on the CPU at
-            # hand (seen: a 15-point step curve, equal RSS, one solver at the edge). Equal RSS
-            # is the contract there (test_compare and test_monitor pin how step fits are reported).
+        if signal < 10 or got.at_theta_bound[0] or expected.at_theta_bound[0]:
+            # an unidentified curve (a rise of under 10 noise sd inside the data, or a step
+            # between two points): the RSS is flat along B or C_mid, and where along it either
+            # solver stops, and so its "converged" verdict, depends on the rounding of the
+            # fastmath grid on the CPU at hand (seen on this project's dev machine, not in CI:
+            # a 15-point step curve at signal 6.5, a flat 12-point one at 6.3, equal RSS both).
+            # Equal RSS is the contract there.
             continue
         assert got.converged[0] == expected.converged[0]
 

@@ -137,3 +137,16 @@ def test_issue15_settings_are_validated():
             C.from_dict(bad)
         for w in words:
             assert w in str(err.value), (bad, str(err.value))
+
+
+def test_regression_exponent_without_a_dot_is_a_float(tmp_path):
+    """`--set lr=1e-4` was refused ("must be float, got '1e-4'"): YAML 1.1 reads 1e-4 without a
+    dot as a string; in a config file too."""
+    assert C.load(None, ["lr=1e-4"]).lr == 1e-4
+    path = tmp_path / "c.yaml"
+    path.write_text("lr: 3e-5\neps_max: 4\n")
+    cfg = C.load(path)
+    assert cfg.lr == 3e-5 and isinstance(cfg.lr, float)
+    for bad in ("lr=fast", "lr=nan", "lr=inf"):
+        with pytest.raises(ConfigError, match="'lr' must be float"):
+            C.load(None, [bad])
