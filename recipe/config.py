@@ -51,15 +51,15 @@ class Config:
     # --- task and data ---
     task: str = _f(
         "addition",
-        "addition | gsm8k | a user task 'my_module:MyTask' or 'path/to/file.py:MyTask' "
-        "(recipe/tasks)",
+        "addition | addition_lsb | gsm8k | a user task 'my_module:MyTask' or "
+        "'path/to/file.py:MyTask' (recipe/tasks)",
     )
     task_data: str | None = _f(None, "gsm8k: training problems, a local .jsonl or .parquet file")
     task_val_data: str | None = _f(
         None, "gsm8k: validation file; null = hold out val_prompts problems of task_data"
     )
     chat_template: bool = _f(False, "wrap each prompt in the tokenizer's chat template")
-    digits: int = _f(3, "digits per operand of the addition task")
+    digits: int = _f(3, "digits per operand of the addition tasks")
     train_prompts: int = _f(20000, "training pool size")
     val_prompts: int = _f(500, "held-out validation prompts (iid, disjoint from training)")
     val_samples_per_prompt: int = _f(4, "completions per validation prompt (mean@n)")
@@ -69,8 +69,14 @@ class Config:
     hidden: int = _f(128, "hidden size of the built model")
     heads: int = _f(4, "attention heads of the built model")
     intermediate: int = _f(512, "MLP size of the built model")
-    warmup_sft_steps: int = _f(300, "supervised warm-up steps (carry-free + warmup_mix share)")
-    warmup_mix: float = _f(0.25, "share of full-distribution problems in warm-up batches")
+    warmup_sft_steps: int = _f(
+        300,
+        "supervised warm-up steps (addition: carry-free + warmup_mix share; addition_lsb: its "
+        "own examples, an equal share per carry class)",
+    )
+    warmup_mix: float = _f(
+        0.25, "addition: share of full-distribution problems in warm-up batches (else unused)"
+    )
     warmup_target: float | None = _f(
         None, "stop the warm-up once its sampled pass rate reaches this; null = run all steps"
     )
@@ -242,17 +248,17 @@ def validate(cfg: Config) -> Config:
             "config key 'weight_transfer' = 'nccl' needs generator=vllm and mode=pipeline (the "
             "async engine on its own GPU); use rpc otherwise"
         )
-    if cfg.init is None and cfg.task != "addition":
+    if cfg.init is None and cfg.task not in ("addition", "addition_lsb"):
         raise ConfigError(
             f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "
-            "the addition task's characters; point init at a Hugging Face model folder"
+            "the addition tasks' characters; point init at a Hugging Face model folder"
         )
     if cfg.task == "gsm8k" and cfg.task_data is None:
         raise ConfigError(
             "config key 'task_data' is needed with task=gsm8k: a local .jsonl or .parquet file "
             "of {question, answer} rows"
         )
-    if cfg.task == "addition" and cfg.max_new_tokens < cfg.digits + 2:
+    if cfg.task in ("addition", "addition_lsb") and cfg.max_new_tokens < cfg.digits + 2:
         raise ConfigError(
             f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"
             f"-digit answer plus EOS; use at least {cfg.digits + 2}"
