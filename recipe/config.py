@@ -80,6 +80,9 @@ class Config:
     warmup_target: float | None = _f(
         None, "stop the warm-up once its sampled pass rate reaches this; null = run all steps"
     )
+    warmup_probe_every: int = _f(
+        50, "warm-up steps between the sampled pass-rate probes of warmup_target"
+    )
     dtype: str = _f(
         "float32",
         "compute dtype of the model body: float32 | bfloat16 (autocast; weights, gradients and "
@@ -148,7 +151,7 @@ POSITIVE = (
     "eps_max", "max_lag", "digits", "train_prompts", "val_prompts", "val_samples_per_prompt",
     "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
     "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
-    "devices", "threads", "micro_batch_size", "logprob_chunk",
+    "devices", "threads", "micro_batch_size", "logprob_chunk", "warmup_probe_every",
 )  # fmt: skip
 NON_NEGATIVE = (
     "eps_low", "eps_high", "warmup_sft_steps", "warmup_mix", "lr_warmup_steps", "weight_decay",

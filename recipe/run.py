@@ -67,7 +67,8 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
         warm_up(
             init, digits=cfg.digits, n_layer=cfg.n_layer, hidden=cfg.hidden, heads=cfg.heads,
             intermediate=cfg.intermediate, steps=cfg.warmup_sft_steps, mix=cfg.warmup_mix,
-            pool=pool, target=cfg.warmup_target, seed=cfg.seed, device=device, task=task,
+            pool=pool, target=cfg.warmup_target, probe_every=cfg.warmup_probe_every,
+            seed=cfg.seed, device=device, task=task,
         )  # fmt: skip
     distributed.barrier(ranks)
     model, tokenizer = load_policy(init, device)
