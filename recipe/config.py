@@ -71,11 +71,12 @@ class Config:
     intermediate: int = _f(512, "MLP size of the built model")
     warmup_sft_steps: int = _f(
         300,
-        "supervised warm-up steps (addition: carry-free + warmup_mix share; addition_lsb: its "
-        "own examples, an equal share per carry class)",
+        "supervised warm-up steps (carry-free problems + a warmup_mix share of harder ones)",
     )
     warmup_mix: float = _f(
-        0.25, "addition: share of full-distribution problems in warm-up batches (else unused)"
+        0.25,
+        "warm-up share of harder problems, the rest carry-free (addition: full-distribution "
+        "ones; addition_lsb: problems that carry, an equal share per number of carries)",
     )
     warmup_target: float | None = _f(
         None, "stop the warm-up once its sampled pass rate reaches this; null = run all steps"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import recipe_helpers
@@ -13,7 +14,15 @@ from recipe import config as C
 from recipe import train as T
 from recipe.tasks import Prompt, load_task
 from recipe.tasks.addition import AdditionTask
-from recipe.tasks.addition_lsb import AdditionLSBTask, carries, lsb_answer, parse_prompt
+from recipe.tasks.addition_lsb import (
+    AdditionLSBTask,
+    carries,
+    lsb_answer,
+    mix_weights,
+    parse_prompt,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_answer_is_fixed_width_least_significant_digit_first():
@@ -92,6 +101,15 @@ def test_built_in_name_and_config():
     task = load_task(cfg)  # init: null is allowed, as for the old task
     assert isinstance(task, AdditionLSBTask)
     assert task.val_prompts() == AdditionLSBTask(3, 200, 20, seed=0).val_prompts()
+    # warmup_mix: the share of problems that carry, split equally; the rest carry-free
+    assert task.class_weights == pytest.approx([0.75, 0.25 / 3, 0.25 / 3, 0.25 / 3])
+    assert mix_weights(0.43, 3) == pytest.approx([0.57, 0.43 / 3, 0.43 / 3, 0.43 / 3])
+    demo = C.load(ROOT / "recipe" / "configs" / "cpu_demo_lsb.yaml")
+    assert demo.task == "addition_lsb" and demo.init is None and C.inert_settings(demo) == []
+    shares = Counter(
+        load_task(demo).carry_class(p) for p in load_task(demo).warmup_examples(7000, 1)
+    )
+    assert abs(shares[0] / 7000 - 0.57) < 0.03 and all(shares[k] > 800 for k in (1, 2, 3))
     with pytest.raises(C.ConfigError, match="max_new_tokens"):
         C.from_dict({"task": "addition_lsb", "max_new_tokens": 4})
 

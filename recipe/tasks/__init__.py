@@ -125,9 +125,12 @@ def load_task(cfg) -> Task:
 
         task = AdditionTask(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
     elif cfg.task == "addition_lsb":
-        from recipe.tasks.addition_lsb import AdditionLSBTask
+        from recipe.tasks.addition_lsb import AdditionLSBTask, mix_weights
 
-        task = AdditionLSBTask(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
+        task = AdditionLSBTask(
+            cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed,
+            class_weights=mix_weights(cfg.warmup_mix, cfg.digits),
+        )  # fmt: skip
     elif cfg.task == "gsm8k":
         from recipe.tasks.math import MathTask
 
