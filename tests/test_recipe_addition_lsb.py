@@ -106,9 +106,8 @@ def test_built_in_name_and_config():
     assert mix_weights(0.43, 3) == pytest.approx([0.57, 0.43 / 3, 0.43 / 3, 0.43 / 3])
     demo = C.load(ROOT / "recipe" / "configs" / "cpu_demo_lsb.yaml")
     assert demo.task == "addition_lsb" and demo.init is None and C.inert_settings(demo) == []
-    shares = Counter(
-        load_task(demo).carry_class(p) for p in load_task(demo).warmup_examples(7000, 1)
-    )
+    demo_task = load_task(demo)  # once: building the 20,000-problem split takes seconds
+    shares = Counter(demo_task.carry_class(p) for p in demo_task.warmup_examples(7000, 1))
     assert abs(shares[0] / 7000 - 0.57) < 0.03 and all(shares[k] > 800 for k in (1, 2, 3))
     with pytest.raises(C.ConfigError, match="max_new_tokens"):
         C.from_dict({"task": "addition_lsb", "max_new_tokens": 4})
