@@ -32,8 +32,10 @@ def _epilog() -> str:
         "  optimizer_updates (cumulative),",
         "  interrupted_fraction (length control)) and",
         "  kind=eval rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
-        "  val_samples_per_prompt).",
-        "  Rewards come from the task (addition, gsm8k: 0/1); val_pass_rate is mean@n.",
+        "  val_samples_per_prompt, and val_pass_rate/<class> per class of the task's",
+        "  prompt_class: addition, addition_lsb: carries_0 .. carries_<digits>).",
+        "  Rewards come from the task (addition, addition_lsb, gsm8k: 0/1); val_pass_rate is",
+        "  mean@n.",
         "",
         "config keys (YAML file or --set key=value; defaults in brackets):",
     ]

@@ -57,15 +57,15 @@ class Config:
     # --- task and data ---
     task: str = _f(
         "addition",
-        "addition | gsm8k | a user task 'my_module:MyTask' or 'path/to/file.py:MyTask' "
-        "(recipe/tasks)",
+        "addition | addition_lsb | gsm8k | a user task 'my_module:MyTask' or "
+        "'path/to/file.py:MyTask' (recipe/tasks)",
     )
     task_data: str | None = _f(None, "gsm8k: training problems, a local .jsonl or .parquet file")
     task_val_data: str | None = _f(
         None, "gsm8k: validation file; null = hold out val_prompts problems of task_data"
     )
     chat_template: bool = _f(False, "wrap each prompt in the tokenizer's chat template")
-    digits: int = _f(3, "digits per operand of the addition task")
+    digits: int = _f(3, "digits per operand of the addition tasks")
     train_prompts: int = _f(20000, "training pool size")
     val_prompts: int = _f(500, "held-out validation prompts (iid, disjoint from training)")
     val_samples_per_prompt: int = _f(4, "completions per validation prompt (mean@n)")
@@ -75,10 +75,20 @@ class Config:
     hidden: int = _f(128, "hidden size of the built model")
     heads: int = _f(4, "attention heads of the built model")
     intermediate: int = _f(512, "MLP size of the built model")
-    warmup_sft_steps: int = _f(300, "supervised warm-up steps (carry-free + warmup_mix share)")
-    warmup_mix: float = _f(0.25, "share of full-distribution problems in warm-up batches")
+    warmup_sft_steps: int = _f(
+        300,
+        "supervised warm-up steps (carry-free problems + a warmup_mix share of harder ones)",
+    )
+    warmup_mix: float = _f(
+        0.25,
+        "warm-up share of harder problems, the rest carry-free (addition: full-distribution "
+        "ones; addition_lsb: problems that carry, an equal share per number of carries)",
+    )
     warmup_target: float | None = _f(
         None, "stop the warm-up once its sampled pass rate reaches this; null = run all steps"
+    )
+    warmup_probe_every: int = _f(
+        50, "warm-up steps between the sampled pass-rate probes of warmup_target"
     )
     dtype: str = _f(
         "float32",
@@ -166,7 +176,7 @@ POSITIVE = (
     "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
     "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
     "devices", "threads", "micro_batch_size", "logprob_chunk", "generators", "dist_timeout",
-    "updates_per_batch",
+    "updates_per_batch", "warmup_probe_every",
 )  # fmt: skip
 NON_NEGATIVE = (
     "eps_low", "eps_high", "warmup_sft_steps", "warmup_mix", "lr_warmup_steps", "weight_decay",
@@ -292,17 +302,17 @@ def validate(cfg: Config) -> Config:
                 "config key 'generator_devices' places vLLM engines on GPUs: it needs "
                 "generator=vllm and a CUDA device (set it to null)"
             )
-    if cfg.init is None and cfg.task != "addition":
+    if cfg.init is None and cfg.task not in ("addition", "addition_lsb"):
         raise ConfigError(
             f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "
-            "the addition task's characters; point init at a Hugging Face model folder"
+            "the addition tasks' characters; point init at a Hugging Face model folder"
         )
     if cfg.task == "gsm8k" and cfg.task_data is None:
         raise ConfigError(
             "config key 'task_data' is needed with task=gsm8k: a local .jsonl or .parquet file "
             "of {question, answer} rows"
         )
-    if cfg.task == "addition" and cfg.max_new_tokens < cfg.digits + 2:
+    if cfg.task in ("addition", "addition_lsb") and cfg.max_new_tokens < cfg.digits + 2:
         raise ConfigError(
             f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"
             f"-digit answer plus EOS; use at least {cfg.digits + 2}"

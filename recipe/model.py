@@ -12,6 +12,10 @@ problems alone leaves the model confidently wrong on carries, so zero-variance f
 ~90% of prompts and RL barely moved in 200 steps; a warm-up on the full distribution alone sits
 on supervised learning's own steep rise (pass rate 0.004 after 150 steps, 0.005 after 250 with
 noisy sampling). The mix starts RL near 0.19 with about a third of the prompts carrying signal.
+
+A task with ``warmup_examples`` (:class:`recipe.tasks.Task`; the ``addition_lsb`` task) supplies
+its own supervised examples in its own answer format instead; the old path above is unchanged
+for every other task, so the bundled runs' warm-ups are reproduced bit for bit.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from recipe.forward import (
     positions,
 )
 from recipe.task import Problem, easy_problems, reward, split_problems
+from recipe.tasks import Prompt
 
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = [*"0123456789", "+", "="]
@@ -165,12 +170,12 @@ def encode(tokenizer, problems: Sequence[Problem]) -> list[list[int]]:
     return [tokenizer(p.prompt)["input_ids"] for p in problems]
 
 
-def sft_step_loss(model, tokenizer, problems: Sequence[Problem]) -> torch.Tensor:
+def sft_step_loss(model, tokenizer, examples: Sequence[Prompt]) -> torch.Tensor:
     """Teacher-forced cross-entropy on the answer and EOS tokens only."""
-    prompts = encode(tokenizer, problems)
+    prompts = [tokenizer(p.text)["input_ids"] for p in examples]
     targets = [
         tokenizer(p.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        for p in problems
+        for p in examples
     ]
     logp, mask = completion_logprobs(
         model, prompts, targets, fp32_head=True, temperature=1.0, pad_id=tokenizer.pad_token_id
@@ -195,6 +200,8 @@ def warm_up(
     probe_every: int = 50,
     seed: int = 0,
     device: str | torch.device = "cpu",
+    task=None,
+    final_per_class: int = 256,
 ) -> Path:
     """Build the seeded tiny model, train it on carry-free problems, save it to ``out``.
 
@@ -204,18 +211,44 @@ def warm_up(
     256 pool prompts (8 samples each) reaches ``target`` (``steps`` is then a cap): seeds reach a
     given pass rate at quite different step counts. Deterministic for a given seed and thread
     count (on CPU; the model is built on CPU and moved to ``device``). Returns the folder.
+
+    ``task`` (a :class:`recipe.tasks.Task`, optional): when its ``warmup_examples(steps * batch,
+    seed + 1)`` returns examples, the warm-up trains on those (``mix`` and ``pool`` unused) and
+    the target probes sample its first 256 training prompts, scored by its ``reward``. When it
+    has ``prompt_class``, ``warmup.json`` also records the final sampled pass rate per class
+    (``final_by_class``: up to ``final_per_class`` training prompts per class, 8 samples each)
+    and the final overall rate on the probe prompts (``final_pass_rate``).
     """
     out = Path(out)
     tokenizer = build_tokenizer()
     model = build_model(len(tokenizer), n_layer, hidden, heads, intermediate, seed).to(device)
-    data = easy_problems(digits, steps * batch, seed + 1)
-    gen = torch.Generator().manual_seed(seed + 3)
-    n_hard = round(mix * batch)
-    if (n_hard or target is not None) and not pool:
-        raise ValueError("warm-up mix > 0 or a target needs the training pool (pool=...)")
-    for i in range(steps if n_hard else 0):
-        picks = torch.randint(0, len(pool), (n_hard,), generator=gen).tolist()
-        data[i * batch : i * batch + n_hard] = [pool[j] for j in picks]
+    supply = getattr(task, "warmup_examples", None)
+    data = supply(steps * batch, seed + 1) if callable(supply) else None
+    from_task = data is not None
+    if from_task:
+        if len(data) != steps * batch or not all(isinstance(p, Prompt) for p in data):
+            raise ValueError(
+                f"task.warmup_examples({steps * batch}, {seed + 1}) must return "
+                f"{steps * batch} recipe.tasks.Prompt, got {len(data)} items"
+            )
+        probe_set = list(task.train_prompts()[:256])
+
+        def probe() -> float:
+            return _task_pass_rates(model, tokenizer, probe_set, task, digits + 2, seed)[0]
+    else:
+        problems = easy_problems(digits, steps * batch, seed + 1)
+        gen = torch.Generator().manual_seed(seed + 3)
+        n_hard = round(mix * batch)
+        if (n_hard or target is not None) and not pool:
+            raise ValueError("warm-up mix > 0 or a target needs the training pool (pool=...)")
+        for i in range(steps if n_hard else 0):
+            picks = torch.randint(0, len(pool), (n_hard,), generator=gen).tolist()
+            problems[i * batch : i * batch + n_hard] = [pool[j] for j in picks]
+        data = [Prompt(p.prompt, p.answer) for p in problems]
+
+        def probe() -> float:
+            return sampled_pass_rate(model, tokenizer, pool[:256], digits + 2, seed)
+
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     model.train()
     done, probes = 0, []
@@ -227,16 +260,19 @@ def warm_up(
         opt.step()
         done = i + 1
         if target is not None and done % probe_every == 0:
-            probes.append((done, sampled_pass_rate(model, tokenizer, pool[:256], digits + 2, seed)))
+            probes.append((done, probe()))
             if probes[-1][1] >= target:
                 break
     model.eval()
+    record = {"steps_done": done, "steps_max": steps, "mix": None if from_task else mix,
+              "examples": "task.warmup_examples" if from_task else "carry-free + mix",
+              "target": target, "probes": probes, "seed": seed}  # fmt: skip
+    if callable(getattr(task, "prompt_class", None)):
+        record.update(final_rates(model, tokenizer, task, digits + 2, seed, final_per_class))
     # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     save_policy(model.cpu(), tokenizer, tmp)
-    record = {"steps_done": done, "steps_max": steps, "mix": mix, "target": target,
-              "probes": probes, "seed": seed}  # fmt: skip
     (tmp / "warmup.json").write_text(json.dumps(record, indent=1))
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
@@ -263,6 +299,59 @@ def sampled_pass_rate(
             body = c.tokens if c.truncated else c.tokens[:-1]
             total += reward(tokenizer.decode(body), p.answer, not c.truncated)
     return total / (n * len(problems))
+
+
+def _task_pass_rates(
+    model, tokenizer, prompts: Sequence[Prompt], task, max_new_tokens: int, seed: int, n: int = 8
+) -> tuple[float, list[float]]:
+    """(mean, per-prompt means) of the task's reward over ``n`` seeded samples per prompt,
+    scored as the trainer scores (:func:`recipe.train.score`: no EOS, no reward)."""
+    from recipe.generate import TorchGenerator
+
+    gen = TorchGenerator(
+        model, eos_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id, fp32_head=True,
+        seed=seed, copy=False,
+    )  # fmt: skip
+    ids = [tokenizer(p.text)["input_ids"] for p in prompts]
+    means = []
+    for group, p in zip(gen.generate(ids, n, max_new_tokens=max_new_tokens), prompts, strict=True):
+        total = 0.0
+        for c in group:
+            finished = not c.truncated
+            if finished or getattr(task, "score_truncated", False):
+                body = c.tokens[:-1] if finished else c.tokens
+                total += float(task.reward(p, tokenizer.decode(body, skip_special_tokens=True)))
+        means.append(total / n)
+    return sum(means) / max(1, len(means)), means
+
+
+def final_rates(
+    model, tokenizer, task, max_new_tokens: int, seed: int, per_class: int = 256, n: int = 8
+) -> dict:
+    """The warm-up's end state per prompt class: ``final_by_class`` (sampled pass rate on up to
+    ``per_class`` training prompts of each class, ``n`` samples each), ``final_prompts_by_class``
+    and ``final_pass_rate`` (the first 256 training prompts, all classes, as the probes)."""
+    train = task.train_prompts()
+    chosen: dict[str, list[Prompt]] = {}
+    for p in train:
+        cls = task.prompt_class(p)
+        if cls is not None and len(chosen.setdefault(str(cls), [])) < per_class:
+            chosen[str(cls)].append(p)
+    names = sorted(chosen)
+    flat = [p for name in names for p in chosen[name]]
+    # one seeded sampling pass for the classes, one (as the probes) for the overall rate
+    _, means = _task_pass_rates(model, tokenizer, flat, task, max_new_tokens, seed + 5, n)
+    by_class, at = {}, 0
+    for name in names:
+        k = len(chosen[name])
+        by_class[name] = sum(means[at : at + k]) / k
+        at += k
+    overall, _ = _task_pass_rates(model, tokenizer, train[:256], task, max_new_tokens, seed, n)
+    return {
+        "final_pass_rate": overall,
+        "final_by_class": by_class,
+        "final_prompts_by_class": {name: len(chosen[name]) for name in names},
+    }
 
 
 def greedy_pass_rate(model, tokenizer, problems: Sequence[Problem], max_new_tokens: int) -> float:

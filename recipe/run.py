@@ -64,12 +64,14 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
     needs_warm_up = cfg.init is None and not (init / "config.json").exists()
     needs_warm_up = distributed.broadcast(needs_warm_up, ranks)  # rank 0's view decides
     if needs_warm_up and ranks.main:
-        # the built model is the addition task's character-level one
+        # the built model is the addition tasks' character-level one; a task with its own
+        # warm-up examples (addition_lsb) supplies them, the old task keeps its pool-mix path
         pool, _ = split_problems(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
         warm_up(
             init, digits=cfg.digits, n_layer=cfg.n_layer, hidden=cfg.hidden, heads=cfg.heads,
             intermediate=cfg.intermediate, steps=cfg.warmup_sft_steps, mix=cfg.warmup_mix,
-            pool=pool, target=cfg.warmup_target, seed=cfg.seed, device=device,
+            pool=pool, target=cfg.warmup_target, probe_every=cfg.warmup_probe_every,
+            seed=cfg.seed, device=device, task=task,
         )  # fmt: skip
     distributed.barrier(ranks)
     model, tokenizer = load_policy(init, device)

@@ -24,7 +24,8 @@ generates ``max_lag`` batches with frozen weights every ``max_lag`` steps; ``pip
 with tokens at most ``max_lag`` policy versions old. ``generator`` picks the engine: ``torch``
 (in-process sampler) or ``vllm`` (recipe/generate_vllm.py; the pipeline pushes weights into the
 running engine mid-generation). Evaluation (mean@n pass rate on the held-out
-set) runs every ``eval_every`` steps and at step 0.
+set, and per class as ``val_pass_rate/<class>`` when the task has ``prompt_class``) runs every
+``eval_every`` steps and at step 0.
 
 Output in ``--out``: ``config.yaml`` (the resolved config), ``log.jsonl`` (one JSON object per
 line: ``kind`` = "train" per step, "eval" per evaluation), ``checkpoint.pt`` (for ``--resume``),
@@ -318,19 +319,29 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
     return row
 
 
-def evaluate(cfg: Config, evaluator, s, step: int) -> float:
-    """mean@n pass rate on the held-out set, with sampling reseeded from (seed, step)."""
+def evaluate(cfg: Config, evaluator, s, step: int) -> tuple[float, dict[str, float]]:
+    """mean@n pass rate on the held-out set, with sampling reseeded from (seed, step), and the
+    same per class of the task's ``prompt_class`` (``{}`` when the task has no classes)."""
     if getattr(evaluator, "rng", None) is not None:  # vLLM samples with its own seeded engine
         evaluator.rng.manual_seed(cfg.seed * 7919 + step)
+    classify = getattr(s.task, "prompt_class", None)
     total, chunk = 0.0, max(1, 512 // cfg.val_samples_per_prompt)
+    by_class: dict[str, list[float]] = {}  # class -> [reward sum, samples]
     for lo in range(0, len(s.val_ids), chunk):
         groups = evaluator.generate(
             s.val_ids[lo : lo + chunk], cfg.val_samples_per_prompt,
             max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
         )  # fmt: skip
         for g, p in zip(groups, s.val_prompts[lo : lo + chunk], strict=True):
-            total += sum(score(s.task, s.tokenizer, s.stop_ids, c, p) for c in g)
-    return total / (len(s.val_ids) * cfg.val_samples_per_prompt)
+            got = sum(score(s.task, s.tokenizer, s.stop_ids, c, p) for c in g)
+            total += got
+            cls = classify(p) if callable(classify) else None
+            if cls is not None:
+                acc = by_class.setdefault(str(cls), [0.0, 0])
+                acc[0] += got
+                acc[1] += len(g)
+    rate = total / (len(s.val_ids) * cfg.val_samples_per_prompt)
+    return rate, {k: by_class[k][0] / by_class[k][1] for k in sorted(by_class)}
 
 
 def close_engines(generator, evaluator) -> None:
@@ -403,12 +414,14 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 evaluator.push_weights(weights, version=step)
         if not ranks.main:
             return {}
-        rate = evaluate(cfg, evaluator, s, step)
+        rate, by_class = evaluate(cfg, evaluator, s, step)
         return {
             "kind": "eval", "step": step, "gpu_hours": wall / 3600 * devices,
             "flops": flops_total,
             "wall_seconds": wall, "val_pass_rate": rate, "val_prompts": len(s.val_ids),
             "val_samples_per_prompt": cfg.val_samples_per_prompt,
+            # flat columns (val_pass_rate/carries_0 ...): read_log(..., reward=<one>) fits a class
+            **{f"val_pass_rate/{k}": v for k, v in by_class.items()},
         }  # fmt: skip
 
     rollouts = None

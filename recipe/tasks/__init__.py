@@ -9,9 +9,20 @@ A task is any object with three methods (see :class:`Task`)::
 ``completion`` is the decoded text of a completion that ended with one of the model's EOS
 tokens (EOS itself and special tokens removed); a completion that hit the length limit without
 EOS scores 0 without calling ``reward``, unless the task sets ``score_truncated = True``.
+Two methods are optional (the :class:`Task` base class has both, returning None)::
+
+    prompt_class(prompt: Prompt) -> str | None                # validation per class
+    warmup_examples(n: int, seed: int) -> list[Prompt] | None  # the built model's warm-up
+
+With ``prompt_class``, every evaluation row also holds ``val_pass_rate/<class>`` for each class
+present in the validation set (``val_pass_rate`` stays the mean over all prompts). With
+``warmup_examples``, the supervised warm-up of the built model (``init: null``) trains on these
+examples (answers from ``Prompt.answer``) instead of the addition task's carry-free problems.
 Built in (config key ``task``):
 
 - ``addition``: the CPU demo's 3-digit addition (:mod:`recipe.tasks.addition`);
+- ``addition_lsb``: the same problems, answers fixed-width least-significant digit first
+  (``"347+086="`` -> ``"3340"``), validation per carry class (:mod:`recipe.tasks.addition_lsb`);
 - ``gsm8k``: grade-school math in the GSM8K format from a local JSONL or Parquet file
   (:mod:`recipe.tasks.math`).
 
@@ -64,6 +75,16 @@ class Task:
     def reward(self, prompt: Prompt, completion: str) -> float:
         raise NotImplementedError
 
+    def prompt_class(self, prompt: Prompt) -> str | None:
+        """The class of a prompt for the per-class validation columns (``val_pass_rate/<class>``,
+        so a short name without spaces); None: no class (the default, no extra columns)."""
+        return None
+
+    def warmup_examples(self, n: int, seed: int) -> list[Prompt] | None:
+        """``n`` supervised examples for the built model's warm-up, seeded by ``seed`` (never
+        validation prompts); None: the addition task's warm-up (:func:`recipe.model.warm_up`)."""
+        return None
+
 
 class TaskError(ValueError):
     """A task that cannot be loaded or that returned unusable prompts; the message says why."""
@@ -73,8 +94,8 @@ def _import_target(spec: str) -> Any:
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
         raise TaskError(
-            f"task {spec!r} is not built in (addition, gsm8k) and not 'module:Class' or "
-            "'path/to/file.py:Class'"
+            f"task {spec!r} is not built in (addition, addition_lsb, gsm8k) and not "
+            "'module:Class' or 'path/to/file.py:Class'"
         )
     path = Path(module_name)
     try:
@@ -103,6 +124,13 @@ def load_task(cfg) -> Task:
         from recipe.tasks.addition import AdditionTask
 
         task = AdditionTask(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
+    elif cfg.task == "addition_lsb":
+        from recipe.tasks.addition_lsb import AdditionLSBTask, mix_weights
+
+        task = AdditionLSBTask(
+            cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed,
+            class_weights=mix_weights(cfg.warmup_mix, cfg.digits),
+        )  # fmt: skip
     elif cfg.task == "gsm8k":
         from recipe.tasks.math import MathTask
 

@@ -2,13 +2,16 @@
 
 The prompts, the split and the verifier are those of :mod:`recipe.task` (unchanged, so the
 bundled runs stay reproducible): reward 1 when the completion is exactly the sum and ended with
-EOS (a completion without EOS never reaches :meth:`reward`).
+EOS (a completion without EOS never reaches :meth:`reward`). Validation is also reported per
+carry class (``carries_0`` ... ``carries_<digits>``, as :mod:`recipe.tasks.addition_lsb` does),
+which shows where this format's barrier lies: the sums that carry out of the top column.
 """
 
 from __future__ import annotations
 
 from recipe.task import reward, split_problems
 from recipe.tasks import Prompt, Task
+from recipe.tasks.addition_lsb import carries, parse_prompt
 
 
 class AdditionTask(Task):
@@ -25,3 +28,7 @@ class AdditionTask(Task):
 
     def reward(self, prompt: Prompt, completion: str) -> float:
         return reward(completion, prompt.answer, finished=True)
+
+    def prompt_class(self, prompt: Prompt) -> str:
+        """``carries_<k>``: how many columns of the problem carry."""
+        return f"carries_{carries(*parse_prompt(prompt.text))}"

@@ -1,0 +1,143 @@
+"""The paired-seed study's table (README): each cell against the cell it differs from by one switch.
+
+Reads the runs of ``scripts/run_study.sh`` (``OUT/CELL-sSEED/log.jsonl``; by default the bundled
+``recipe_study_*`` runs) on generated tokens. Two views of one question, "does this switch move A
+or B beyond seed noise?":
+
+- run level: :func:`rlcurves.fit_runs` per cell (pooled fit, run-level draws) and
+  :func:`rlcurves.compare` of the two cells, whose verdict on A needs the interval of the
+  difference beyond the paper's 0.02 margin;
+- paired: :func:`rlcurves.paired_differences`, per seed the difference of the two runs' fitted A
+  (and log B), since the runs of one seed share warm-up, prompt order and sampler seed; mean and
+  a t interval over seeds.
+
+And, since a sigmoid fit says nothing about a run that rose and then fell, each cell's peak and
+final validation pass rate per seed (mean of the last three evaluations).
+
+Usage: python scripts/study_table.py [OUT_DIR] [--pair VARIANT=BASELINE ...] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import warnings
+from pathlib import Path
+
+import pandas as pd
+
+from rlcurves import compare, fit_runs, paired_differences, read_log
+from rlcurves.datasets import example_path, list_examples, load_example
+
+RUN_DIR = re.compile(r"^(?P<cell>.+)-s(?P<seed>\d+)$")
+
+
+def bundled() -> tuple[dict[str, dict[int, Path]], dict[str, str]]:
+    """The bundled study: cell -> seed -> run folder, and variant cell -> baseline cell."""
+    cells: dict[str, dict[int, Path]] = {}
+    pairs: dict[str, str] = {}
+    for name in list_examples(group="recipe_study"):
+        attrs = load_example(name).attrs
+        cells.setdefault(attrs["cell"], {})[attrs["seed"]] = example_path(name)
+        if attrs["baseline"] is not None:
+            pairs[attrs["cell"]] = load_example(attrs["baseline"]).attrs["cell"]
+    return cells, pairs
+
+
+def discover(out: Path) -> dict[str, dict[int, Path]]:
+    """Cell -> seed -> run folder, for folders named CELL-sSEED holding a log.jsonl."""
+    cells: dict[str, dict[int, Path]] = {}
+    for path in sorted(out.iterdir()):
+        m = RUN_DIR.match(path.name)
+        if m and (path / "log.jsonl").is_file():
+            cells.setdefault(m["cell"], {})[int(m["seed"])] = path
+    return cells
+
+
+def cell_frame(runs: dict[int, Path], compute: str) -> pd.DataFrame:
+    parts = [read_log(runs[s], compute=compute).assign(run=f"s{s}") for s in sorted(runs)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "out", nargs="?", type=Path, help="run_study.sh's folder (default: bundled)"
+    )
+    parser.add_argument(
+        "--pair",
+        action="append",
+        default=[],
+        metavar="VARIANT=BASELINE",
+        help="cells to compare (default for a folder: every cell against the first)",
+    )
+    parser.add_argument("--compute", default="tokens_total")
+    parser.add_argument("--level", type=float, default=0.9)
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    args = parser.parse_args(argv)
+    if args.out is None:
+        cells, pairs = bundled()
+    else:
+        cells = discover(args.out)
+        first = next(iter(cells), None)
+        pairs = {c: first for c in cells if c != first}
+    for spec in args.pair:
+        variant, _, base = spec.partition("=")
+        pairs[variant] = base
+    missing = {c for pair in pairs.items() for c in pair} - set(cells)
+    if not cells or missing:
+        print(f"no runs of cell(s) {sorted(missing) or 'any'}", file=sys.stderr)
+        return 2
+    warnings.simplefilter("ignore")  # short seeds are often weakly identified: the table says so
+    frames = {cell: cell_frame(runs, args.compute) for cell, runs in cells.items()}
+    fits = {cell: fit_runs(df, label=cell, level=args.level, seed=0) for cell, df in frames.items()}
+    out: dict = {"cells": {}, "pairs": {}}
+    print(
+        "| cell | seeds | fitted A per seed | peak / final val per seed | "
+        f"run-level A [{args.level:.0%}] |"
+    )
+    print("|---|---|---|---|---|")
+    for cell, fit in fits.items():
+        df = frames[cell]
+        per = [(df[df["run"] == r]["reward"]) for r in fit.runs]
+        peak_final = ", ".join(f"{s.max():.2f} / {s.tail(3).mean():.2f}" for s in per)
+        a_s = ", ".join(f"{fit.per_run[r].A:.2f}" for r in fit.runs)
+        ci = fit.ci(args.level).set_index("parameter").loc["A"]
+        print(f"| `{cell}` | {len(fit.runs)} | {a_s} | {peak_final} | "
+              f"{fit.A:.2f} [{ci['lower']:.2f}, {ci['upper']:.2f}] |")  # fmt: skip
+        out["cells"][cell] = {
+            "runs": fit.runs, "A_per_run": {r: fit.per_run[r].A for r in fit.runs},
+            "peak": [float(s.max()) for s in per], "final": [float(s.tail(3).mean()) for s in per],
+            "A": [fit.A, ci["lower"], ci["upper"]],
+        }  # fmt: skip
+    print()
+    print("| variant vs baseline | compare(): A | compare(): B | paired dA [t int.] | "
+          "paired d log B [t int.] |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for variant, base in pairs.items():
+        cmp = compare({base: fits[base], variant: fits[variant]}, baseline=base, level=args.level)
+        row = cmp.table.set_index("variant").loc[variant]
+        v = cmp.verdicts().iloc[0]
+        d = paired_differences(fits[base], fits[variant], level=args.level).set_index("parameter")
+        a, b = d.loc["A"], d.loc["log_B"]
+        print(
+            f"| `{variant}` vs `{base}` | {v['ceiling']} (dA {row['delta_A_lower']:+.2f} to "
+            f"{row['delta_A_upper']:+.2f}) | {v['efficiency']} | {a['mean']:+.2f} "
+            f"[{a['lower']:+.2f}, {a['upper']:+.2f}] | {b['mean']:+.2f} [{b['lower']:+.2f}, "
+            f"{b['upper']:+.2f}] |"
+        )
+        out["pairs"][f"{variant} vs {base}"] = {
+            "ceiling": str(v["ceiling"]), "efficiency": str(v["efficiency"]),
+            "delta_A": [row["delta_A_lower"], row["delta_A_upper"]],
+            "paired_dA": [a["mean"], a["lower"], a["upper"]],
+            "paired_dlogB": [b["mean"], b["lower"], b["upper"]],
+        }  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
