@@ -61,6 +61,12 @@ def cell_frame(runs: dict[int, Path], compute: str) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
+def train_rows(folder: Path) -> pd.DataFrame:
+    """The trainer's per-step rows of a run (its own log format, recipe/train.py)."""
+    rows = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    return pd.DataFrame([r for r in rows if r.get("kind") == "train"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -134,6 +140,24 @@ def main(argv: list[str] | None = None) -> int:
             "paired_dA": [a["mean"], a["lower"], a["upper"]],
             "paired_dlogB": [b["mean"], b["lower"], b["upper"]],
         }  # fmt: skip
+    print()
+    print("| cell | rho_max (median over steps) | clip fraction | zero-gradient fraction | "
+          "entropy first -> last 20 steps |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for cell, runs in cells.items():
+        train = pd.concat([train_rows(runs[s]) for s in sorted(runs)], ignore_index=True)
+        ent = [train_rows(runs[s])["entropy"] for s in sorted(runs)]
+        first = sum(e.head(20).mean() for e in ent) / len(ent)
+        last = sum(e.tail(20).mean() for e in ent) / len(ent)
+        stats = {
+            "rho_max": float(train["rho_max"].median()),
+            "clip_fraction": float(train["clip_fraction"].mean()),
+            "zero_grad_fraction": float(train["zero_grad_fraction"].mean()),
+            "entropy": [first, last],
+        }
+        out["cells"][cell]["off_policy"] = stats
+        print(f"| `{cell}` | {stats['rho_max']:.2f} | {stats['clip_fraction']:.4f} | "
+              f"{stats['zero_grad_fraction']:.4f} | {first:.2f} -> {last:.2f} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=float))
     return 0

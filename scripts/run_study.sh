@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The paired-seed leave-one-out study of the reference trainer (issue 19): every cell of CELLS runs
+# with every seed of SEEDS; the runs of one seed share its warm-up (built once, in OUT/init-sSEED),
+# its prompt order and its sampler seed, so a cell differs from the baseline by its switch alone and
+# seed-to-seed spread is measured, not assumed. Jobs run LANES at a time (one torch thread each).
+# Compute is wall-clock hours x devices, so machine load stretches that axis: the study's table
+# (scripts/study_table.py) fits on generated tokens, which load cannot move.
+# Usage: bash scripts/run_study.sh [OUT_DIR]     (CONFIG, SEEDS, LANES, STEPS, PY override)
+set -euo pipefail
+OUT="${1:-runs/study}"
+CONFIG="${CONFIG:-recipe/configs/study_lsb.yaml}"
+SEEDS="${SEEDS:-0 1 2}"
+LANES="${LANES:-2}"
+STEPS="${STEPS:-200}"
+PY="${PY:-.venv/bin/python}"
+# name:--set overrides (space separated); the first cell is the baseline of the others
+# Off-policy pressure (issue 19): PPO-off-policy-4 generates 4 batches with frozen weights, so
+# the importance ratio leaves 1 and CISPO's truncation / DAPO's clip act (in sync mode with one
+# update per batch the two losses give the same gradient).
+# The same pair at a third of the learning rate asks whether a difference is the loss's or the
+# step size's.
+CELLS=(
+    "ppo4-cispo:mode=ppo-off-policy max_lag=4"
+    "ppo4-dapo:mode=ppo-off-policy max_lag=4 loss=dapo"
+    "ppo4-cispo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4"
+    "ppo4-dapo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4 loss=dapo"
+)
+mkdir -p "$OUT"
+for seed in $SEEDS; do  # the shared warm-ups, one per seed (a few minutes each)
+    [ -f "$OUT/init-s$seed/config.json" ] && continue
+    "$PY" - "$CONFIG" "$seed" "$OUT/init-s$seed" <<'PYEOF'
+import sys
+from pathlib import Path
+
+import torch
+
+from recipe import config
+from recipe.run import setup
+
+path, seed, init = sys.argv[1:]
+cfg = config.load(path, [f"seed={seed}"])
+torch.set_num_threads(cfg.threads)
+setup(cfg, Path(init).parent / f"warmup-s{seed}")  # warms up into warmup-sSEED/init
+Path(init).parent.joinpath(f"warmup-s{seed}", "init").rename(init)
+Path(init).parent.joinpath(f"warmup-s{seed}").rmdir()
+PYEOF
+done
+jobs=()
+for spec in "${CELLS[@]}"; do
+    for seed in $SEEDS; do jobs+=("${spec%%:*}|$seed|${spec#*:}"); done
+done
+run_one() {
+    IFS='|' read -r name seed sets <<<"$1"
+    dir="$OUT/$name-s$seed"
+    [ -f "$dir/final/config.json" ] && return 0
+    args=(--set "seed=$seed" --set "init=$OUT/init-s$seed")
+    [ -n "$STEPS" ] && args+=(--set "steps=$STEPS")
+    for kv in $sets; do args+=(--set "$kv"); done
+    resume=()
+    [ -s "$dir/log.jsonl" ] && resume=(--resume)  # a killed run continues where it stopped
+    "$PY" -m recipe.train --config "$CONFIG" --out "$dir" "${args[@]}" "${resume[@]}" \
+        > "$OUT/$name-s$seed.out" 2>&1 || echo "run $name-s$seed failed (see $OUT/$name-s$seed.out)"
+}
+export -f run_one
+export OUT CONFIG STEPS PY
+printf '%s\n' "${jobs[@]}" | xargs -P "$LANES" -I{} bash -c 'run_one "$@"' _ {}
