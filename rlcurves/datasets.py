@@ -83,6 +83,48 @@ _RUNS.update(
         for name, what in _LOO.items()
     }
 )
+# The paired-seed study on the task the tiny model can climb (issue 19): recipe/configs/
+# study_lsb.yaml under PPO-off-policy-4 (so the importance ratio leaves 1), 200 steps, seeds 0-2;
+# a cell's runs of one seed share warm-up, prompt order and sampler seed with its baseline
+# cell's (scripts/run_study.sh). Cell -> (what it changes, the cell it differs from by one switch).
+_STUDY = {
+    "ppo4_cispo": ("mode=ppo-off-policy max_lag=4 (CISPO, the ScaleRL loss; lr 3e-4)", None),
+    "ppo4_dapo": ("mode=ppo-off-policy max_lag=4 loss=dapo (DAPO's clipped ratio)", "ppo4_cispo"),
+    "ppo4_cispo_lr1e4": ("mode=ppo-off-policy max_lag=4 lr=1e-4 (CISPO)", "ppo4_cispo"),
+    "ppo4_dapo_lr1e4": (
+        "mode=ppo-off-policy max_lag=4 lr=1e-4 loss=dapo (DAPO)",
+        "ppo4_cispo_lr1e4",
+    ),
+}
+STUDY_SEEDS = (0, 1, 2)
+_STUDY_RUNS = {
+    f"recipe_study_{cell}_s{seed}": (cell, seed) for cell in _STUDY for seed in STUDY_SEEDS
+}
+_RUNS.update(
+    {
+        name: (
+            "REAL run of the reference trainer's paired-seed study: recipe/configs/"
+            f"study_lsb.yaml --set seed={seed} steps=200, {_STUDY[cell][0]}; "
+            "scripts/run_study.sh. Compute = wall-clock hours x 1 device on a shared 2-core CPU "
+            "(compute='tokens_total' gives a load-free axis)"
+        )
+        for name, (cell, seed) in _STUDY_RUNS.items()
+    }
+)
+# The new CPU demo (answers least-significant digit first), two seeds
+_RUNS.update(
+    {
+        f"recipe_lsb_demo_seed{seed}": (
+            "REAL run of the reference trainer: python -m recipe.train --config "
+            f"recipe/configs/cpu_demo_lsb.yaml --set seed={seed} (3-digit addition, answers "
+            "fixed-width least-significant digit first, per-carry-class validation columns, "
+            "0.8M-parameter Llama, full ScaleRL recipe, synchronous); compute = wall-clock "
+            "hours on a shared 2-core CPU x 1 device"
+        )
+        for seed in (0, 1)
+    }
+)
+
 # The run each leave-one-out run differs from by one switch (attrs["baseline"]); None for the
 # recipe itself and for the two inert runs, which differ from it in nothing but their clocks.
 _LOO_BASELINE = {
@@ -97,6 +139,12 @@ _LOO_BASELINE = {
 def _baseline(name: str) -> str | None:
     if name in _LOO:
         return _LOO_BASELINE.get(name, "recipe_loo_scalerl")
+    if name in _STUDY_RUNS:  # paired: the baseline cell's run of the same seed
+        cell, seed = _STUDY_RUNS[name]
+        base = _STUDY[cell][1]
+        return None if base is None else f"recipe_study_{base}_s{seed}"
+    if name == "recipe_lsb_demo_seed1":
+        return "recipe_lsb_demo_seed0"  # a replicate
     return "recipe_cpu_demo_seed0" if name == "recipe_cpu_demo_seed1" else None  # a replicate
 
 
@@ -107,9 +155,12 @@ def list_examples(group: str | None = None) -> list[str]:
     ----------
     group : str, optional
         Only the runs of one family, comparable with each other on one compute axis:
-        ``"simulated"``, ``"recipe_cpu_demo"`` (two seeds, 1000 steps) or ``"recipe_loo"`` (the
+        ``"simulated"``, ``"recipe_cpu_demo"`` (two seeds, 1000 steps), ``"recipe_loo"`` (the
         leave-one-out study, 600 steps each; ``attrs["baseline"]`` names the run each one
-        differs from); a run's family is ``attrs["group"]``.
+        differs from), ``"recipe_lsb_demo"`` (the new CPU demo, two seeds) or
+        ``"recipe_study"`` (the paired-seed study: ``attrs["cell"]`` and ``attrs["seed"]``;
+        a run's baseline is the baseline cell's run of its seed); a run's family is
+        ``attrs["group"]``.
     """
     names = sorted([*_EXAMPLES, *_RUNS])
     return [n for n in names if group is None or _group(n) == group]
@@ -118,6 +169,10 @@ def list_examples(group: str | None = None) -> list[str]:
 def _group(name: str) -> str:
     if name in _EXAMPLES:
         return "simulated"
+    if name in _STUDY_RUNS:
+        return "recipe_study"
+    if name.startswith("recipe_lsb_demo"):
+        return "recipe_lsb_demo"
     return "recipe_loo" if name in _LOO else "recipe_cpu_demo"
 
 
@@ -215,4 +270,6 @@ def _load_run(name: str, compute: str | None) -> pd.DataFrame:
         group=_group(name),
         baseline=_baseline(name),
     )
+    if name in _STUDY_RUNS:  # the paired-seed study: which cell, which seed
+        df.attrs.update(cell=_STUDY_RUNS[name][0], seed=_STUDY_RUNS[name][1])
     return df
