@@ -116,7 +116,8 @@ _RUNS.update(
     {
         f"recipe_lsb_demo_seed{seed}": (
             "REAL run of the reference trainer: python -m recipe.train --config "
-            f"recipe/configs/cpu_demo_lsb.yaml --set seed={seed} (3-digit addition, answers "
+            f"recipe/configs/cpu_demo_lsb.yaml --set seed={seed}, resumed to steps=1100 (seed 0 "
+            "stopped at 1082: every training prompt retired) (3-digit addition, answers "
             "fixed-width least-significant digit first, per-carry-class validation columns, "
             "0.8M-parameter Llama, full ScaleRL recipe, synchronous); compute = wall-clock "
             "hours on a shared 2-core CPU x 1 device"

@@ -24,6 +24,11 @@ CELLS=(
     "ppo4-dapo:mode=ppo-off-policy max_lag=4 loss=dapo"
     "ppo4-cispo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4"
     "ppo4-dapo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4 loss=dapo"
+    # The paper's other two questions, on the stable DAPO baseline (ppo4-dapo): PipelineRL-4 (the
+    # producer in its own process, so staleness is a mixture of 0..4 versions, not always 4)
+    # against PPO-off-policy-4, and half the batch for twice the steps (the same generated tokens).
+    "pipe4-dapo:mode=pipeline max_lag=4 loss=dapo"
+    "ppo4-dapo-b16:mode=ppo-off-policy max_lag=4 loss=dapo prompts_per_step=16 steps=400"
 )
 mkdir -p "$OUT"
 for seed in $SEEDS; do  # the shared warm-ups, one per seed (a few minutes each)
