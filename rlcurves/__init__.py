@@ -21,7 +21,7 @@ from .plot import plot_fits
 from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
 from .profile import ProfileResult
 from .result import SigmoidFit
-from .runs import RunsFit, fit_runs, paired_differences
+from .runs import RunsFit, fit_runs, paired_differences, shared_compute
 from .target import ComputeTarget
 
 __version__ = "0.1.0"
@@ -66,5 +66,6 @@ __all__ = [
     "read_log",
     "read_logs",
     "read_wandb_run",
+    "shared_compute",
     "sigmoid",
 ]

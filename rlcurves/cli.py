@@ -714,7 +714,7 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
     compared with the cell it differs from by one switch (run-level draws), and the per-seed
     paired differences (:func:`rlcurves.paired_differences`)."""
     from .compare import compare
-    from .runs import fit_runs, paired_differences
+    from .runs import RunsFit, fit_runs, paired_differences, shared_compute
 
     cells: dict[str, list[pd.DataFrame]] = {}
     base_of: dict[str, str | None] = {}
@@ -723,26 +723,37 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
         cells.setdefault(cell, []).append(df.assign(run=f"s{df.attrs['seed']}"))
         base = df.attrs.get("baseline")
         base_of[cell] = None if base is None else family[base].attrs["cell"]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fits = {
-            cell: fit_runs(pd.concat(parts, ignore_index=True), min_compute=args.min_compute,
-                           label=cell, seed=0)
-            for cell, parts in cells.items()
-        }  # fmt: skip
+    tables = {cell: pd.concat(parts, ignore_index=True) for cell, parts in cells.items()}
+
+    def fit_cell(cell: str, max_compute: float | None = None) -> RunsFit:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fit_runs(tables[cell], min_compute=args.min_compute, max_compute=max_compute,
+                            label=cell, seed=0)  # fmt: skip
+
+    fits = {cell: fit_cell(cell) for cell in tables}
     seeds = ", ".join(sorted({run for f in fits.values() for run in f.runs}))
     print(f"\n[[Paired-seed study]] cells {list(fits)}, seeds {seeds}")
     for f in fits.values():
         print(f.summary())
     for base in dict.fromkeys(b for b in base_of.values() if b is not None):
         variants = [c for c, b in base_of.items() if b == base]
+        group = [base, *variants]
+        window = shared_compute(*(tables[c] for c in group))
+        # cells of different lengths are compared on their common compute range
+        group_fits = {
+            c: fit_cell(c, window) if tables[c]["compute"].max() > 1.05 * window else fits[c]
+            for c in group
+        }
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cmp = compare({base: fits[base], **{v: fits[v] for v in variants}}, baseline=base)
+            cmp = compare(group_fits, baseline=base)
         print()
+        if any(group_fits[c] is not fits[c] for c in group):
+            print(f"(compared on the cells' common range: compute <= {window:.4g})")
         print(cmp.summary())
         for cell in variants:
-            d = paired_differences(fits[base], fits[cell]).set_index("parameter")
+            d = paired_differences(group_fits[base], group_fits[cell]).set_index("parameter")
             for p, what in (("A", "A"), ("log_B", "log B")):
                 r = d.loc[p]
                 print(

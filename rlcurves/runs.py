@@ -154,6 +154,44 @@ class RunsFit:
         )
 
 
+def shared_compute(*tables: pd.DataFrame, compute: str = "compute", run: str = "run") -> float:
+    """The largest compute every run of every table reaches: the common window of a comparison.
+
+    Runs of different lengths fitted each on its own range answer different questions (a
+    longer run pins down a ceiling a shorter one cannot); compare them on
+    ``max_compute=shared_compute(...)``.
+
+    Parameters
+    ----------
+    *tables : pandas.DataFrame
+        Long tables as for :func:`fit_runs`.
+    compute, run : str
+        Column names.
+
+    Returns
+    -------
+    float
+        The minimum over all runs of each run's largest compute.
+
+    Raises
+    ------
+    RLCurvesError
+        No table, or a table without the columns.
+    """
+    if not tables:
+        raise RLCurvesError("shared_compute needs at least one table")
+    tops = []
+    for table in tables:
+        missing = [c for c in (compute, run) if c not in table.columns]
+        if missing:
+            raise RLCurvesError(
+                f"no column {missing[0]!r} (columns: {list(table.columns)}); pass compute= / run=",
+                column=missing[0],
+            )
+        tops.append(table.groupby(run)[compute].max().min())
+    return float(min(tops))
+
+
 def fit_runs(
     data: pd.DataFrame,
     compute: str = "compute",

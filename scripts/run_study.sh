@@ -22,8 +22,10 @@ PY="${PY:-.venv/bin/python}"
 CELLS=(
     "ppo4-cispo:mode=ppo-off-policy max_lag=4"
     "ppo4-dapo:mode=ppo-off-policy max_lag=4 loss=dapo"
-    "ppo4-cispo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4"
-    "ppo4-dapo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4 loss=dapo"
+    # (400 steps: at lr 1e-4 200 steps end before the plateau; pairs of cells of different
+    # lengths are compared on their common compute range)
+    "ppo4-cispo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4 steps=400"
+    "ppo4-dapo-lr1e-4:mode=ppo-off-policy max_lag=4 lr=1.0e-4 loss=dapo steps=400"
     # The paper's other two questions, on the stable DAPO baseline (ppo4-dapo): PipelineRL-4 (the
     # producer in its own process, so staleness is a mixture of 0..4 versions, not always 4)
     # against PPO-off-policy-4, and half the batch for twice the steps (the same generated tokens).
@@ -57,12 +59,17 @@ done
 run_one() {
     IFS='|' read -r name seed sets <<<"$1"
     dir="$OUT/$name-s$seed"
-    [ -f "$dir/final/config.json" ] && return 0
+    steps="$STEPS"
+    for kv in $sets; do [[ $kv == steps=* ]] && steps="${kv#steps=}"; done
+    # done when it has its final model and its log reached the cell's steps; a killed run, or a
+    # finished one whose cell grew longer, continues where it stopped
+    last=$(grep -o '"kind": "train", "step": [0-9]*' "$dir/log.jsonl" 2>/dev/null | tail -n 1 || true)
+    [ -f "$dir/final/config.json" ] && { [ -z "$steps" ] || [ "${last##* }" = "$steps" ]; } && return 0
     args=(--set "seed=$seed" --set "init=$OUT/init-s$seed")
     [ -n "$STEPS" ] && args+=(--set "steps=$STEPS")
     for kv in $sets; do args+=(--set "$kv"); done
     resume=()
-    [ -s "$dir/log.jsonl" ] && resume=(--resume)  # a killed run continues where it stopped
+    [ -s "$dir/log.jsonl" ] && resume=(--resume)
     "$PY" -m recipe.train --config "$CONFIG" --out "$dir" "${args[@]}" "${resume[@]}" \
         > "$OUT/$name-s$seed.out" 2>&1 || echo "run $name-s$seed failed (see $OUT/$name-s$seed.out)"
 }

@@ -11,6 +11,9 @@ or B beyond seed noise?":
   (and log B), since the runs of one seed share warm-up, prompt order and sampler seed; mean and
   a t interval over seeds.
 
+Two cells of different lengths are compared on their common compute range
+(:func:`rlcurves.shared_compute`): the longer one is refitted up to it.
+
 And, since a sigmoid fit says nothing about a run that rose and then fell, each cell's peak and
 final validation pass rate per seed (mean of the last three evaluations).
 
@@ -28,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rlcurves import compare, fit_runs, paired_differences, read_log
+from rlcurves import compare, fit_runs, paired_differences, read_log, shared_compute
 from rlcurves.datasets import example_path, list_examples, load_example
 
 RUN_DIR = re.compile(r"^(?P<cell>.+)-s(?P<seed>\d+)$")
@@ -123,13 +126,22 @@ def main(argv: list[str] | None = None) -> int:
           "paired d log B [t int.] |")  # fmt: skip
     print("|---|---|---|---|---|")
     for variant, base in pairs.items():
-        cmp = compare({base: fits[base], variant: fits[variant]}, baseline=base, level=args.level)
+        pair_fits = {base: fits[base], variant: fits[variant]}
+        window = shared_compute(frames[base], frames[variant])
+        for cell in pair_fits:  # a longer cell is refitted on the pair's common range
+            if frames[cell]["compute"].max() > 1.05 * window:
+                pair_fits[cell] = fit_runs(frames[cell], max_compute=window, label=cell,
+                                           level=args.level, seed=0)  # fmt: skip
+        cmp = compare(pair_fits, baseline=base, level=args.level)
         row = cmp.table.set_index("variant").loc[variant]
         v = cmp.verdicts().iloc[0]
-        d = paired_differences(fits[base], fits[variant], level=args.level).set_index("parameter")
+        d = paired_differences(pair_fits[base], pair_fits[variant], level=args.level)
+        d = d.set_index("parameter")
         a, b = d.loc["A"], d.loc["log_B"]
+        refit = any(pair_fits[c] is not fits[c] for c in pair_fits)
+        span = f" (both to {window:.3g})" if refit else ""
         print(
-            f"| `{variant}` vs `{base}` | {v['ceiling']} (dA {row['delta_A_lower']:+.2f} to "
+            f"| `{variant}` vs `{base}`{span} | {v['ceiling']} (dA {row['delta_A_lower']:+.2f} to "
             f"{row['delta_A_upper']:+.2f}) | {v['efficiency']} | {a['mean']:+.2f} "
             f"[{a['lower']:+.2f}, {a['upper']:+.2f}] | {b['mean']:+.2f} [{b['lower']:+.2f}, "
             f"{b['upper']:+.2f}] |"
@@ -138,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             "ceiling": str(v["ceiling"]), "efficiency": str(v["efficiency"]),
             "delta_A": [row["delta_A_lower"], row["delta_A_upper"]],
             "paired_dA": [a["mean"], a["lower"], a["upper"]],
-            "paired_dlogB": [b["mean"], b["lower"], b["upper"]],
+            "paired_dlogB": [b["mean"], b["lower"], b["upper"]], "max_compute": window,
         }  # fmt: skip
     print()
     print("| cell | rho_max (median over steps) | clip fraction | zero-gradient fraction | "

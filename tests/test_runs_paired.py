@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlcurves import RLCurvesError, fit_runs, paired_differences, sigmoid
+from rlcurves import RLCurvesError, fit_runs, paired_differences, shared_compute, sigmoid
 
 COMPUTE = np.geomspace(10, 10_000, 30)
 
@@ -63,3 +63,15 @@ def test_paired_differences_refuses_unpaired_runs():
         paired_differences(base, fit_runs(other, n_boot=20, seed=0))
     with pytest.raises(RLCurvesError, match="per_run=True"):
         paired_differences(base, fit_runs(other, n_boot=20, seed=0, per_run=False))
+
+
+def test_shared_compute_is_the_shortest_runs_reach():
+    short = pd.DataFrame({"compute": [0, 10, 20, 0, 10, 30], "run": list("aaabbb")})
+    long = pd.DataFrame({"g": [0, 50, 0, 45], "seed": list("xxyy")})
+    assert shared_compute(short) == 20
+    assert shared_compute(long, compute="g", run="seed") == 45
+    assert shared_compute(short, short.assign(compute=short["compute"] * 3)) == 20
+    with pytest.raises(RLCurvesError, match=r"no column 'run'.*pass compute= / run="):
+        shared_compute(long, compute="g")
+    with pytest.raises(RLCurvesError, match="at least one table"):
+        shared_compute()
