@@ -90,9 +90,26 @@ _RUNS.update(
 _STUDY = {
     "ppo4_cispo": ("mode=ppo-off-policy max_lag=4 (CISPO, the ScaleRL loss; lr 3e-4)", None),
     "ppo4_dapo": ("mode=ppo-off-policy max_lag=4 loss=dapo (DAPO's clipped ratio)", "ppo4_cispo"),
-    "ppo4_cispo_lr1e4": ("mode=ppo-off-policy max_lag=4 lr=1e-4 (CISPO)", "ppo4_cispo"),
+    "ppo4_cispo_lr1e4": (
+        "mode=ppo-off-policy max_lag=4 lr=1e-4 steps=400 (CISPO; 200 steps resumed to 400)",
+        "ppo4_cispo",
+    ),
     "ppo4_dapo_lr1e4": (
-        "mode=ppo-off-policy max_lag=4 lr=1e-4 loss=dapo (DAPO)",
+        "mode=ppo-off-policy max_lag=4 lr=1e-4 loss=dapo steps=400 (DAPO; 200 steps resumed "
+        "to 400)",
+        "ppo4_cispo_lr1e4",
+    ),
+    "pipe4_dapo": (
+        "mode=pipeline max_lag=4 loss=dapo (PipelineRL-4, the sampler in its own process)",
+        "ppo4_dapo",
+    ),
+    "ppo4_dapo_b16": (
+        "mode=ppo-off-policy max_lag=4 loss=dapo prompts_per_step=16 steps=400 (half the "
+        "batch, the same generated tokens)",
+        "ppo4_dapo",
+    ),
+    "pipe4_cispo_lr1e4": (
+        "mode=pipeline max_lag=4 lr=1e-4 steps=400 (PipelineRL-4 with CISPO, the ScaleRL pair)",
         "ppo4_cispo_lr1e4",
     ),
 }
@@ -104,7 +121,7 @@ _RUNS.update(
     {
         name: (
             "REAL run of the reference trainer's paired-seed study: recipe/configs/"
-            f"study_lsb.yaml --set seed={seed} steps=200, {_STUDY[cell][0]}; "
+            f"study_lsb.yaml --set seed={seed} steps=200, then {_STUDY[cell][0]}; "
             "scripts/run_study.sh. Compute = wall-clock hours x 1 device on a shared 2-core CPU "
             "(compute='tokens_total' gives a load-free axis)"
         )

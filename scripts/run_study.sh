@@ -31,6 +31,8 @@ CELLS=(
     # against PPO-off-policy-4, and half the batch for twice the steps (the same generated tokens).
     "pipe4-dapo:mode=pipeline max_lag=4 loss=dapo"
     "ppo4-dapo-b16:mode=ppo-off-policy max_lag=4 loss=dapo prompts_per_step=16 steps=400"
+    # and PipelineRL-4 with the ScaleRL loss at the stable rate (baseline ppo4-cispo-lr1e-4)
+    "pipe4-cispo-lr1e-4:mode=pipeline max_lag=4 lr=1.0e-4 steps=400"
 )
 mkdir -p "$OUT"
 for seed in $SEEDS; do  # the shared warm-ups, one per seed (a few minutes each)

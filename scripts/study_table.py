@@ -29,7 +29,9 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from rlcurves import compare, fit_runs, paired_differences, read_log, shared_compute
 from rlcurves.datasets import example_path, list_examples, load_example
@@ -70,6 +72,22 @@ def train_rows(folder: Path) -> pd.DataFrame:
     return pd.DataFrame([r for r in rows if r.get("kind") == "train"])
 
 
+def paired_finals(
+    base: pd.DataFrame, variant: pd.DataFrame, windows: tuple[float, float], level: float
+) -> tuple[float, float, float]:
+    """Mean and t interval over seeds of the difference in final validation pass rate (mean of
+    each run's last three evaluations up to its cell's window): what the runs show, no model
+    between."""
+
+    def finals(df: pd.DataFrame, window: float) -> pd.Series:
+        kept = df[df["compute"] <= window]
+        return kept.groupby("run")["reward"].apply(lambda r: r.tail(3).mean())
+
+    d = (finals(variant, windows[1]) - finals(base, windows[0])).dropna()
+    half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
+    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -80,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="VARIANT=BASELINE",
-        help="cells to compare (default for a folder: every cell against the first)",
+        help="cells to compare, only these (default: the bundled pairs; for a folder, every "
+        "cell against the first)",
     )
     parser.add_argument("--compute", default="tokens_total")
     parser.add_argument("--level", type=float, default=0.9)
@@ -92,9 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         cells = discover(args.out)
         first = next(iter(cells), None)
         pairs = {c: first for c in cells if c != first}
-    for spec in args.pair:
-        variant, _, base = spec.partition("=")
-        pairs[variant] = base
+    if args.pair:  # only the cells named (a folder's other cells may still be running)
+        pairs = dict(spec.partition("=")[::2] for spec in args.pair)
+        cells = {
+            c: cells[c] for c in dict.fromkeys(c for p in pairs.items() for c in p) if c in cells
+        }
     missing = {c for pair in pairs.items() for c in pair} - set(cells)
     if not cells or missing:
         print(f"no runs of cell(s) {sorted(missing) or 'any'}", file=sys.stderr)
@@ -123,13 +144,15 @@ def main(argv: list[str] | None = None) -> int:
         }  # fmt: skip
     print()
     print("| variant vs baseline | compare(): A | compare(): B | paired dA [t int.] | "
-          "paired d log B [t int.] |")  # fmt: skip
-    print("|---|---|---|---|---|")
+          "paired d log B [t int.] | paired d final val [t int.] |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for variant, base in pairs.items():
         pair_fits = {base: fits[base], variant: fits[variant]}
         window = shared_compute(frames[base], frames[variant])
+        cut = {c: float("inf") for c in pair_fits}
         for cell in pair_fits:  # a longer cell is refitted on the pair's common range
             if frames[cell]["compute"].max() > 1.05 * window:
+                cut[cell] = window
                 pair_fits[cell] = fit_runs(frames[cell], max_compute=window, label=cell,
                                            level=args.level, seed=0)  # fmt: skip
         cmp = compare(pair_fits, baseline=base, level=args.level)
@@ -138,24 +161,26 @@ def main(argv: list[str] | None = None) -> int:
         d = paired_differences(pair_fits[base], pair_fits[variant], level=args.level)
         d = d.set_index("parameter")
         a, b = d.loc["A"], d.loc["log_B"]
+        fin = paired_finals(frames[base], frames[variant], (cut[base], cut[variant]), args.level)
         refit = any(pair_fits[c] is not fits[c] for c in pair_fits)
         span = f" (both to {window:.3g})" if refit else ""
         print(
             f"| `{variant}` vs `{base}`{span} | {v['ceiling']} (dA {row['delta_A_lower']:+.2f} to "
             f"{row['delta_A_upper']:+.2f}) | {v['efficiency']} | {a['mean']:+.2f} "
             f"[{a['lower']:+.2f}, {a['upper']:+.2f}] | {b['mean']:+.2f} [{b['lower']:+.2f}, "
-            f"{b['upper']:+.2f}] |"
+            f"{b['upper']:+.2f}] | {fin[0]:+.3f} [{fin[1]:+.3f}, {fin[2]:+.3f}] |"
         )
         out["pairs"][f"{variant} vs {base}"] = {
             "ceiling": str(v["ceiling"]), "efficiency": str(v["efficiency"]),
             "delta_A": [row["delta_A_lower"], row["delta_A_upper"]],
             "paired_dA": [a["mean"], a["lower"], a["upper"]],
             "paired_dlogB": [b["mean"], b["lower"], b["upper"]], "max_compute": window,
+            "paired_dfinal": list(fin),
         }  # fmt: skip
     print()
     print("| cell | rho_max (median over steps) | clip fraction | zero-gradient fraction | "
-          "entropy first -> last 20 steps |")  # fmt: skip
-    print("|---|---|---|---|---|")
+          "entropy first -> last 20 steps | lag (mean) | wall min per run |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
     for cell, runs in cells.items():
         train = pd.concat([train_rows(runs[s]) for s in sorted(runs)], ignore_index=True)
         ent = [train_rows(runs[s])["entropy"] for s in sorted(runs)]
@@ -166,10 +191,15 @@ def main(argv: list[str] | None = None) -> int:
             "clip_fraction": float(train["clip_fraction"].mean()),
             "zero_grad_fraction": float(train["zero_grad_fraction"].mean()),
             "entropy": [first, last],
-        }
+            "lag_mean": float(train["lag_mean"].mean()),
+            "wall_minutes": [float(train_rows(runs[s])["wall_seconds"].iloc[-1] / 60)
+                             for s in sorted(runs)],
+        }  # fmt: skip
         out["cells"][cell]["off_policy"] = stats
         print(f"| `{cell}` | {stats['rho_max']:.2f} | {stats['clip_fraction']:.4f} | "
-              f"{stats['zero_grad_fraction']:.4f} | {first:.2f} -> {last:.2f} |")  # fmt: skip
+              f"{stats['zero_grad_fraction']:.4f} | {first:.2f} -> {last:.2f} | "
+              f"{stats['lag_mean']:.2f} | "
+              f"{', '.join(f'{m:.0f}' for m in stats['wall_minutes'])} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=float))
     return 0

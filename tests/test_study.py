@@ -41,6 +41,17 @@ def test_lsb_demo_runs_reach_a_plateau_within_the_configs_steps():
         assert late > 0.75 and abs(late - before) < 0.03, (name, before, late)
 
 
+# what each variant cell changes against its baseline cell (steps: a cell run longer)
+SWITCHES = {
+    "ppo4_dapo": {"loss"},
+    "ppo4_cispo_lr1e4": {"lr", "steps"},
+    "ppo4_dapo_lr1e4": {"loss"},
+    "pipe4_dapo": {"mode"},
+    "ppo4_dapo_b16": {"prompts_per_step", "steps"},
+    "pipe4_cispo_lr1e4": {"mode"},
+}
+
+
 def test_study_runs_are_paired_by_seed_and_differ_by_their_switch_alone():
     names = datasets.list_examples(group="recipe_study")
     assert len(names) == len(datasets._STUDY) * len(datasets.STUDY_SEEDS)
@@ -56,8 +67,8 @@ def test_study_runs_are_paired_by_seed_and_differ_by_their_switch_alone():
         cfg, base_cfg = config_of(name), config_of(base)
         # same warm-up (init folder), seed, prompt order; only the cell's switch differs
         differ = {k for k in cfg if cfg[k] != base_cfg[k]}
-        assert differ in ({"loss"}, {"lr"}), (name, differ)
-        assert cfg["mode"] == "ppo-off-policy" and cfg["max_lag"] == 4
+        assert differ == SWITCHES[attrs["cell"]], (name, differ)
+        assert cfg["max_lag"] == 4 and cfg["init"].endswith(f"init-s{attrs['seed']}")
     assert pairs == len(names) - len(datasets.STUDY_SEEDS)
 
 
@@ -67,8 +78,11 @@ def test_demo_compares_the_study_by_cell_with_paired_seeds(tmp_path, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "[[Paired-seed study]]" in out
-    for variant, base in (("ppo4_dapo", "ppo4_cispo"), ("ppo4_dapo_lr1e4", "ppo4_cispo_lr1e4")):
+    for variant, base in (("ppo4_dapo", "ppo4_cispo"), ("ppo4_dapo_lr1e4", "ppo4_cispo_lr1e4"),
+                          ("pipe4_dapo", "ppo4_dapo"), ("ppo4_dapo_b16", "ppo4_dapo")):  # fmt: skip
         assert f"paired {variant} - {base}, A:" in out
+    # the 400-step lr 1e-4 cells against the 200-step lr 3e-4 baseline: on their common range
+    assert "(compared on the cells' common range: compute <=" in out
     assert (tmp_path / "ppo4_cispo_study_compare.png").stat().st_size > 10_000
 
 
