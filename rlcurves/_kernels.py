@@ -941,3 +941,102 @@ def peak_stats(compute, reward, A, B, C_mid, R0):
         latest / m,
         compute[order[i_peak + k // 2]],
     )
+
+
+# ---- one fit_sigmoid call in two compiled passes (validation, then solve + summary) ----------
+# Layout of fit_one's ``out``: the optimum, its natural parameters, the covariance's RSS, then
+# the ten numbers of peak_stats (NaN when the window has fewer than 15 points).
+FIT_OUT = 17
+
+
+@_jit
+def scan_inputs(c, r, lo, hi, fixed_r0, r0, window):
+    """One pass over a fit's data: is it fittable as it stands, and the fit window.
+
+    Fills ``window`` (``lo <= c <= hi``) and returns ``(ok, n_window, r_min, r_max, range)``:
+    ``r_min, r_max`` over all rewards (the "auto" bounds look at them), ``range`` the spread of
+    the rewards inside the window. ``ok`` is True only when
+    every check of :func:`rlcurves.fit.fit_sigmoid` passes: finite values, compute >= 0, at least
+    as many points in the window as parameters, enough distinct compute values there, and a
+    reward that is not constant (or differs from a fixed R0). When it is False the caller runs
+    the checks in Python, which say what is wrong.
+    """
+    n = c.size
+    ok = True
+    r_min, r_max = math.inf, -math.inf
+    c_lo, c_hi = math.inf, -math.inf
+    w_lo, w_hi = math.inf, -math.inf
+    first = math.nan
+    n_win = 0
+    for i in range(n):
+        ci, ri = c[i], r[i]
+        if not (math.isfinite(ci) and math.isfinite(ri) and ci >= 0.0):
+            ok = False
+        r_min = min(r_min, ri)
+        r_max = max(r_max, ri)
+        inside = ci >= lo and ci <= hi
+        window[i] = inside
+        if inside:
+            if n_win == 0:
+                first = ri
+            n_win += 1
+            c_lo = min(c_lo, ci)
+            c_hi = max(c_hi, ci)
+            w_lo = min(w_lo, ri)
+            w_hi = max(w_hi, ri)
+    n_params = 3 if fixed_r0 else 4
+    if not ok or n_win < n_params:
+        return False, n_win, r_min, r_max, w_hi - w_lo
+    distinct = 1
+    if c_lo < c_hi:
+        distinct = 2
+        for i in range(n):
+            if window[i] and c_lo < c[i] < c_hi:
+                distinct = 3
+                break
+    if distinct < n_params - 1 or (w_lo == w_hi and (not fixed_r0 or first == r0)):
+        return False, n_win, r_min, r_max, w_hi - w_lo
+    return True, n_win, r_min, r_max, w_hi - w_lo
+
+
+@_jit
+def fit_one(c, r, window, n_win, fixed_r0, r0, bnd, starts, start_rss, refined, cov, out):
+    """:func:`solve_single`, :func:`covariance_natural` and :func:`peak_stats` in one call.
+
+    The points of ``c, r`` inside ``window`` (``n_win`` of them, unit weights) are fitted as
+    :func:`rlcurves.solver.solve_single` fits them; when its answer is an interior optimum that
+    no other basin could beat (found, no basin's LM left the box, no unrefined grid minimum
+    within 25% of its RSS) the covariance (``cov``, unscaled) and the peak numbers are computed
+    at it, all into ``out`` (:data:`FIT_OUT`), and True is returned. Otherwise False: the bounded
+    solver must decide, and the caller takes the general path.
+    """
+    cw = np.empty(n_win)
+    rw = np.empty(n_win)
+    x = np.empty(n_win)
+    w = np.ones(n_win)
+    j = 0
+    for i in range(c.size):
+        if window[i]:
+            cw[j] = c[i]
+            rw[j] = r[i]
+            x[j] = math.log(c[i]) if c[i] > 0 else -math.inf
+            j += 1
+    sol = np.empty(5)
+    found, left = solve_single(x, rw, w, fixed_r0, r0, bnd, starts, start_rss, refined, sol)
+    if not found or left:
+        return False
+    for t in range(starts.shape[0]):
+        if not refined[t] and start_rss[t] <= 1.25 * sol[4]:
+            return False
+    A, R0, lb, m = sol[0], sol[1], sol[2], sol[3]
+    B, C_mid = math.exp(lb), math.exp(m)
+    out[0], out[1], out[2], out[3], out[4], out[5] = A, R0, lb, m, B, C_mid
+    out[6] = covariance_natural(x, rw, w, A, R0, B, math.log(C_mid), fixed_r0, cov)
+    if n_win < 15:
+        for t in range(7, FIT_OUT):
+            out[t] = math.nan
+        return True
+    stats = peak_stats(cw, rw, A, B, C_mid, R0)
+    out[7], out[8], out[9], out[10], out[11] = stats[0], stats[1], stats[2], stats[3], stats[4]
+    out[12], out[13], out[14], out[15], out[16] = stats[5], stats[6], stats[7], stats[8], stats[9]
+    return True

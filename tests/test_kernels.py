@@ -267,6 +267,130 @@ def test_peak_check_matches_the_numpy_version():
     assert 5 < said < 55
 
 
+def fit_both_ways(*args, **kwargs):
+    """``fit_sigmoid`` through its compiled fast path and through the general one.
+
+    Returns ``(fast, general)``: each the fit (or the error raised) and the warnings seen;
+    ``fast`` is None where the fast path declined (and the general one ran anyway).
+    """
+    from unittest import mock
+
+    import rlcurves.fit as F
+
+    def run(declined):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                if declined:
+                    with mock.patch.object(F, "_exact_fast", lambda *a, **k: None):
+                        out = fit_sigmoid(*args, **kwargs)
+                else:
+                    out = fit_sigmoid(*args, **kwargs)
+            except Exception as err:  # the same error either way is the point
+                out = err
+        return out, [(w.category, str(w.message), w.filename) for w in seen]
+
+    c, r = args[0], args[1]
+    try:
+        taken = F._exact_fast(
+            c, r, None, kwargs.get("r0"), kwargs.get("min_compute"), kwargs.get("max_compute"),
+            kwargs.get("bounds", "auto"), False, None,
+        ) is not None  # fmt: skip
+    except Exception:  # it raised for the caller: compared below
+        taken = True
+    return (run(False) if taken else None), run(True)
+
+
+def assert_same_fit(fast, general):
+    (got, got_warn), (want, want_warn) = fast, general
+    assert got_warn == want_warn
+    if isinstance(want, Exception):
+        assert type(got) is type(want) and str(got) == str(want)
+        return
+    assert list(got.params) == list(want.params) and list(got.stderr) == list(want.stderr)
+    for name in want.params:
+        assert got.params[name] == pytest.approx(want.params[name], rel=1e-12, abs=1e-300)
+        assert got.stderr[name] == pytest.approx(want.stderr[name], rel=1e-9, nan_ok=True)
+    np.testing.assert_allclose(got.covar, want.covar, rtol=1e-9)
+    assert got.rss == pytest.approx(want.rss, rel=1e-12)
+    same = ("n", "dof", "converged", "message", "method", "peak", "r0_fixed", "bounds")
+    same += ("absolute_sigma", "min_compute", "max_compute", "label", "units", "sigma")
+    for attr in same:
+        assert getattr(got, attr) == getattr(want, attr), attr
+    for attr in ("compute", "reward", "window"):
+        np.testing.assert_array_equal(getattr(got, attr), getattr(want, attr))
+        assert getattr(got, attr).dtype == getattr(want, attr).dtype
+    assert got.summary() == want.summary() and repr(got) == repr(want)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(curves())
+def test_regression_the_compiled_fit_path_gives_the_general_paths_fit(curve):
+    """fit_sigmoid's one-call compiled path (validation, solve, covariance, peak check) against
+    the general path it short-cuts: the same fit, message and warnings, free and fixed R0, with
+    and without a window (where it declines, an optimum on a bound, nothing is compared)."""
+    compute, reward, _, _ = curve
+    cases = [{}, {"r0": float(reward[0])}, {"min_compute": float(compute[2])}]
+    for kw in cases:
+        fast, general = fit_both_ways(compute, reward, **kw)
+        if fast is not None:
+            assert_same_fit(fast, general)
+
+
+def test_regression_the_compiled_fit_path_on_peaked_runs_data_frames_and_bad_input():
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    truth = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
+    taken = peaked = 0
+    for i in range(30):
+        n = int(rng.integers(10, 90))
+        c = np.sort(rng.uniform(0, 16000, n))
+        y = sigmoid(c, **truth) + rng.normal(0, 0.01, n)
+        if i % 2:  # a run that sags at the end
+            y -= np.clip((c - 0.7 * c.max()) / c.max(), 0, None) * rng.uniform(0, 0.3)
+        fast, general = fit_both_ways(c, y, max_compute=float(c[-2]) if i % 3 else None)
+        if fast is not None:
+            assert_same_fit(fast, general)
+            taken += 1
+            peaked += bool(fast[0].peak)
+    assert taken >= 25 and peaked >= 3
+    # a DataFrame with units in its attrs, and the errors the checks raise (the fast path
+    # declines and the general one says what is wrong)
+    c = np.linspace(0, 16000, 41)[1:]
+    y = sigmoid(c, **truth) + rng.normal(0, 0.01, c.size)
+    df = pd.DataFrame({"gpu_hours": c, "val": y})
+    df.attrs["compute_unit"] = "GPU-hours"
+    fits = [fit_sigmoid("gpu_hours", "val", data=df, label="run")]
+    fits.append(fit_sigmoid(c, y, label="run"))
+    assert fits[0].units == {"compute": "GPU-hours", "reward": "val"} and fits[1].units == {}
+    assert fits[0].params == fits[1].params
+    bad = [
+        (np.r_[c[:-1], np.nan], y, {}),
+        (c, np.r_[y[:-1], np.inf], {}),
+        (-c, y, {}),
+        (c, np.full(c.size, 0.5), {}),
+        (c, np.full(c.size, 0.5), {"r0": 0.5}),
+        (c, y, {"min_compute": 1e9}),
+        (c[:3], y[:3], {}),
+        (np.full(c.size, 5.0), y, {}),
+        (c, y, {"r0": math.nan}),
+        (c, y, {"bounds": "tight"}),
+        (c, y[:-1], {}),
+    ]
+    for c_bad, y_bad, kw in bad:
+        fast, general = fit_both_ways(c_bad, y_bad, **kw)
+        assert isinstance(general[0], Exception), kw
+        if fast is not None:  # the data pass the checks, the bounds do not: the same error
+            assert_same_fit(fast, general)
+
+
 def test_regression_a_read_only_install_imports_and_compiles_without_a_cache(tmp_path):
     """With the package folder and the user's cache folder read-only (and no NUMBA_CACHE_DIR),
     numba refused ``cache=True`` at decoration and ``import rlcurves`` raised RuntimeError
