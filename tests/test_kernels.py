@@ -391,6 +391,63 @@ def test_regression_the_compiled_fit_path_on_peaked_runs_data_frames_and_bad_inp
             assert_same_fit(fast, general)
 
 
+def grid_rss_two_pass(S, y, w, r0):
+    """The bootstrap screen's RSS at every grid point, in numpy: unbounded linear least squares
+    by two-pass centred moments (accurate also where a grid curve is nearly flat)."""
+    w2 = w * w
+    if r0 is not None:
+        d = y - r0
+        a = np.einsum("kn,gn->kg", w2 * d, S)
+        rss = np.sum(w2 * d * d, axis=1)[:, None] - a * a / np.einsum("kn,gn->kg", w2, S * S)
+        return np.where(np.isfinite(rss), rss, np.inf)
+    tw = w2.sum(axis=1)
+    yc = y - ((w2 * y).sum(axis=1) / tw)[:, None]
+    s_mean = np.einsum("kn,gn->kg", w2, S) / tw[:, None]  # (k, G)
+    sc = S[None, :, :] - s_mean[:, :, None]  # (k, G, n)
+    var = np.einsum("kn,kgn->kg", w2, sc * sc)
+    cov = np.einsum("kn,kgn->kg", w2 * yc, sc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rss = np.sum(w2 * yc * yc, axis=1)[:, None] - np.where(var > 0, cov * cov / var, np.inf)
+    return np.where(np.isfinite(rss), rss, np.inf)
+
+
+@pytest.mark.parametrize("r0", [None, 0.1])
+def test_regression_the_compiled_bootstrap_screen_finds_the_grids_best_point(r0):
+    """The basin guard's grid screen (rlcurves.bootstrap.coarse_grid, compiled) picks each
+    resample's best grid point with its RSS, against the same least squares in numpy, on
+    resamples of the property-test curves with integer (pairs) weights, zero weights included.
+    (The raw-moment numpy screen it replaced ranked some nearly flat grid curves best by
+    cancellation; the compiled one centres its moments.)"""
+    from rlcurves.bootstrap import _GRID_B_TIMES_SPAN, _GRID_M_IN_SPANS, coarse_grid
+    from rlcurves.model import fraction_of_gain
+
+    compute, reward = property_like_curves(11, 12, 40)
+    rng = np.random.default_rng(12)
+    rows = np.arange(50)
+    for c, y0 in zip(compute, reward, strict=True):
+        x = log_compute(c)
+        y = y0 + rng.normal(0, 0.01, (50, c.size))
+        w = np.sqrt(rng.multinomial(c.size, np.full(c.size, 1 / c.size), size=50)).astype(float)
+        theta, rss, _ = coarse_grid(x, y, w, r0)
+        span = x.max() - x.min()
+        lb, m = np.meshgrid(np.log(_GRID_B_TIMES_SPAN / span), x.min() + span * _GRID_M_IN_SPANS)
+        lb, m = lb.ravel(), m.ravel()
+        S = fraction_of_gain(x[None, :], np.exp(lb)[:, None], m[:, None])
+        want = grid_rss_two_pass(S, y, w, r0)
+        picked = np.array([np.flatnonzero((lb == t0) & (m == t1))[0] for t0, t1 in theta])
+        # a grid curve within 1e-6 of flat over the data is known to the digits S keeps of its
+        # variation (a few): there both ways agree to that, elsewhere to rounding
+        np.testing.assert_allclose(rss, want[rows, picked], rtol=2e-2)
+        np.testing.assert_allclose(want[rows, picked], want.min(axis=1), rtol=2e-2)
+        shaped = np.ptp(S, axis=1) > 1e-6
+        best, best_rss = np.empty(50, dtype=np.int64), np.empty(50)
+        fixed = r0 is not None
+        K.coarse_grid_rss(np.ascontiguousarray(S[shaped]), y, w, fixed, r0 or 0.0, best, best_rss)
+        # the best point, or (a tie to rounding) one whose RSS is the smallest as well
+        np.testing.assert_allclose(best_rss, want[:, shaped][rows, best], rtol=1e-9)
+        np.testing.assert_allclose(best_rss, want[:, shaped].min(axis=1), rtol=1e-9)
+
+
 def test_regression_a_read_only_install_imports_and_compiles_without_a_cache(tmp_path):
     """With the package folder and the user's cache folder read-only (and no NUMBA_CACHE_DIR),
     numba refused ``cache=True`` at decoration and ``import rlcurves`` raised RuntimeError
