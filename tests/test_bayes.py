@@ -355,3 +355,18 @@ def test_skipping_rhat_and_arviz_ess_until_they_can_matter_changes_nothing(fit, 
     assert lazy.converged and eager.converged and lazy.n_steps == eager.n_steps
     pd.testing.assert_frame_equal(lazy.samples, eager.samples)
     assert lazy.rhat == eager.rhat and lazy.ess == eager.ess
+
+
+def test_regression_average_ranks_are_scipys_rankdata_with_ties():
+    """The posterior's rank normalization ranks by an unstable sort: the same ranks as scipy's
+    rankdata (ties averaged), on MCMC-like draws that repeat values (rejected steps)."""
+    from scipy.stats import rankdata
+
+    from rlcurves.bayes import _average_ranks
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(64, 301))
+    x[:, 1::2] = x[:, :-1:2]  # every other draw repeats the one before it
+    x[3, :10] = x[7, 5]  # a long run of ties across chains
+    for a in (x, np.abs(x - np.median(x)), np.round(x, 1), np.zeros((2, 3))):
+        np.testing.assert_array_equal(_average_ranks(a), rankdata(a, axis=None).reshape(a.shape))

@@ -187,6 +187,29 @@ def test_log_posterior_matches_the_model_in_numpy(paper_curve, rng, r0, fitted_n
     np.testing.assert_allclose(out[~outside], expected[~outside], rtol=1e-12)
 
 
+@pytest.mark.parametrize("r0", [None, 0.3])
+def test_regression_the_rss_of_a_draw_follows_from_its_log_posterior(paper_curve, rng, r0):
+    """The posterior's noise draws take each draw's RSS from the log posterior the sampler kept
+    (fitted noise): the RSS a pass over the points gives, to a few units in the last place, with
+    normal and lognormal priors too."""
+    compute, reward, _ = paper_curve
+    x = log_compute(compute)
+    w2 = np.ones(x.size)
+    d = 3 if r0 is not None else 4
+    center = np.array([0.61, math.log(1.92), math.log(2542.0), 0.3])[:d]
+    z = center + rng.normal(0, 0.05, (400, d))
+    kinds = np.array([2, 1, 3, 0])
+    lows, highs = np.array([0.0, 0.01, 100.0, 0.0]), np.array([1.0, 50.0, 1e5, 1.0])
+    mus, sds = np.array([0.6, 0.0, 8.0, 0.0]), np.array([0.2, 1.0, 2.0, 1.0])
+    args = (r0 is not None, r0 or 0.0)
+    log_post, rss, got = np.empty(len(z)), np.empty(len(z)), np.empty(len(z))
+    K.log_posterior(z, x, reward, w2, *args, kinds, lows, highs, mus, sds, True, log_post)
+    assert np.isfinite(log_post).all()
+    K.walker_rss(z, x, reward, w2, *args, rss)
+    K.rss_from_log_posterior(z, log_post, x.size, *args, kinds, lows, highs, mus, sds, got)
+    np.testing.assert_allclose(got, rss, rtol=1e-13)
+
+
 def test_importing_rlcurves_compiles_nothing():
     code = (
         "import rlcurves, rlcurves._kernels as K, numba\n"
