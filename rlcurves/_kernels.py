@@ -1117,3 +1117,38 @@ def coarse_grid_rss(S, y, w, fixed_r0, r0, best, best_rss):
     w2, w2y = np.empty(n), np.empty(n)
     for c in range(y.shape[0]):
         best[c], best_rss[c] = _coarse_grid_row(S, y[c], w[c], fixed_r0, r0, w2, w2y)
+
+
+@_jit
+def de_half_step(coords, log_prob, s_idx, c_idx, i1, i2, noise, log_u, g0, sigma, accepted,
+                 x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitted_noise):  # fmt: skip
+    """One half-sweep of :class:`rlcurves.bayes.BlockDEMove` with the compiled log posterior.
+
+    Walker ``s_idx[b, j]`` proposes ``coords[s] + gamma (coords[c1] - coords[c2])`` with
+    ``c1, c2 = c_idx[b, i1[b, j]], c_idx[b, i2[b, j]]`` and ``gamma = g0 (1 + sigma noise)``, and
+    takes it when its log posterior (:func:`log_posterior`, arguments from ``x`` on) minus its
+    current one exceeds ``log_u``: ``coords``, ``log_prob`` and ``accepted`` are updated in place.
+    The same arithmetic, in the same order, as the numpy move (the random numbers come from it):
+    the same seed gives the same chain.
+    """
+    n_blocks, n_s = s_idx.shape
+    ndim = coords.shape[1]
+    q = np.empty((n_blocks * n_s, ndim))
+    for b in range(n_blocks):
+        for j in range(n_s):
+            a, c = c_idx[b, i1[b, j]], c_idx[b, i2[b, j]]
+            gamma = g0 * (1.0 + sigma * noise[b, j])
+            s = s_idx[b, j]
+            for d in range(ndim):
+                q[b * n_s + j, d] = coords[s, d] + gamma * (coords[a, d] - coords[c, d])
+    new_lp = np.empty(n_blocks * n_s)
+    log_posterior(q, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitted_noise, new_lp)
+    for b in range(n_blocks):
+        for j in range(n_s):
+            t = b * n_s + j
+            s = s_idx[b, j]
+            if new_lp[t] - log_prob[s] > log_u[t]:
+                for d in range(ndim):
+                    coords[s, d] = q[t, d]
+                log_prob[s] = new_lp[t]
+                accepted[s] = True
