@@ -467,7 +467,7 @@ def _curve_cost(x, y, w, A, R0, lb, m, s, r):
     return cost
 
 
-@_jit
+@_jit_vec
 def _normal_equations(x, w, A, R0, lb, m, fixed_r0, s, r, JtJ, Jtr):
     """``J^T J`` and ``J^T r`` of the weighted curve in (A, [R0,] log B, m); returns p."""
     B = math.exp(lb)
