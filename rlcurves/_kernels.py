@@ -18,7 +18,9 @@ import math
 import warnings
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 _TINY = 1e-300
 _BIG = 1.7976931348623157e308
@@ -82,6 +84,74 @@ def frac(x, B, m):
     return 1.0 / (1.0 + math.exp(B * (m - x)))
 
 
+# ---- an exponential the compiler can vectorize ------------------------------------------------
+# libm's exp is a call LLVM cannot vectorize (numba has no vector math library here), so the
+# loops over the points of a curve ran one exp at a time: most of a warm refit and of the
+# posterior. fast_exp is plain arithmetic (Cody-Waite reduction, degree-13 Taylor polynomial,
+# 2^k built from its bits) that LLVM can inline and vectorize in loops compiled with _VECTOR_MATH:
+# within one unit in the last place of libm's (the tests hold it to that), twice as fast over a
+# curve's 100 points.
+_LOG2E = 1.4426950408889634
+_LN2_HI = 6.93147180369123816490e-01  # fdlibm's split of log(2): t * _LN2_HI is exact
+_LN2_LO = 1.90821492927058770002e-10
+
+
+@intrinsic
+def _bits_to_float(typingctx, bits):
+    """The float64 whose bit pattern is the int64 ``bits`` (a free bitcast)."""
+    sig = types.float64(types.int64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return sig, codegen
+
+
+# fastmath=False explicitly: a callee without its own flags inherits its caller's, and
+# reassociated, the reduction above loses its digits (exp(700) to 2e-14); LLVM inlines it into the
+# vectorized loops with its own (exact) arithmetic.
+@_cached_njit(error_model="numpy", fastmath=False)
+def fast_exp(x):
+    """``exp(x)`` to within one unit in the last place; ``inf`` above 709.78, 0 below -745.2,
+    NaN for NaN."""
+    t = math.floor(x * _LOG2E + 0.5)
+    r = x - t * _LN2_HI - t * _LN2_LO  # |r| <= log(2) / 2
+    p = 1.0 / 6227020800.0
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    # 2^t as two factors, each a normal number for every t that matters (t = 1024 near the top
+    # of the range, below -1022 for subnormal results)
+    t = min(max(t, -1100.0), 1100.0)
+    k1 = math.floor(0.5 * t)
+    k2 = t - k1
+    v = p * _bits_to_float((np.int64(k1) + 1023) << 52)
+    v = v * _bits_to_float((np.int64(k2) + 1023) << 52)
+    v = math.inf if x > 709.782712893384 else v
+    v = 0.0 if x < -745.2 else v
+    return v if x == x else x
+
+
+@_cached_njit(error_model="numpy", fastmath=False)
+def frac_vec(x, B, m):
+    """:func:`frac` with :func:`fast_exp`, for loops compiled with ``_VECTOR_MATH``."""
+    return 1.0 / (1.0 + fast_exp(B * (m - x)))
+
+
+# loops over a curve's points that vectorize (reassociated sums): the hot ones use frac_vec
+_jit_vec = _cached_njit(nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
+
+
 @_jit
 def linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd):
     """Exact bounded ``(A, R0, q)`` from the weighted moments; ``q`` = RSS - sum(w2 y^2).
@@ -129,7 +199,7 @@ def linear_from_moments(sw, svv, svy, tw, ty, fixed_r0, r0, bnd):
     return best_a, best_r, q - 2 * (best_r * suy + best_a * svy)
 
 
-@_jit
+@_jit_vec
 def projected(x, y, w, lb, m, fixed_r0, r0, bnd, s, r):
     """Weighted residuals ``r`` (filled in place) at the exact linear optimum for ``theta``.
 
@@ -141,7 +211,7 @@ def projected(x, y, w, lb, m, fixed_r0, r0, bnd, s, r):
     B = math.exp(lb)
     sw = svv = svy = tw = ty = 0.0
     for i in range(x.size):
-        si = frac(x[i], B, m)
+        si = frac_vec(x[i], B, m)
         s[i] = si
         w2 = w[i] * w[i]
         sw += w2 * si
@@ -383,13 +453,13 @@ def _solve_spd(H, g, p, out):
     return True
 
 
-@_jit
+@_jit_vec
 def _curve_cost(x, y, w, A, R0, lb, m, s, r):
     """Weighted residuals of the curve in the full parameters (``s``, ``r`` filled); the RSS."""
     B = math.exp(lb)
     cost = 0.0
     for i in range(x.size):
-        si = frac(x[i], B, m)
+        si = frac_vec(x[i], B, m)
         s[i] = si
         ri = w[i] * (y[i] - R0 - (A - R0) * si)
         r[i] = ri
@@ -397,7 +467,7 @@ def _curve_cost(x, y, w, A, R0, lb, m, s, r):
     return cost
 
 
-@_jit
+@_jit_vec
 def _normal_equations(x, w, A, R0, lb, m, fixed_r0, s, r, JtJ, Jtr):
     """``J^T J`` and ``J^T r`` of the weighted curve in (A, [R0,] log B, m); returns p."""
     B = math.exp(lb)
@@ -758,6 +828,29 @@ def warm_lm_batch(x, y, w, fixed_r0, r0, bnd, start, max_iter, out):
 
 
 @_jit
+def _log_prior(z, k, fixed_r0, r0, kinds, lows, highs, mus, sds):
+    """Log prior of walker ``k`` of ``z`` with the change of variables; ``(lp, A, B, R0)``.
+
+    ``lp`` is ``-inf`` outside the supports (see :func:`log_posterior`).
+    """
+    A, B, C_mid = z[k, 0], math.exp(z[k, 1]), math.exp(z[k, 2])
+    R0 = r0 if fixed_r0 else z[k, 3]
+    lp = z[k, 1] + z[k, 2]
+    for p in range(4 if not fixed_r0 else 3):
+        val = A if p == 0 else (B if p == 1 else (C_mid if p == 2 else R0))
+        if not (lows[p] <= val <= highs[p]):
+            return -math.inf, A, B, R0
+        kind = kinds[p]
+        if kind == 1:
+            lp -= math.log(val)
+        elif kind == 2:
+            lp -= 0.5 * ((val - mus[p]) / sds[p]) ** 2
+        elif kind == 3:
+            lp -= 0.5 * ((math.log(val) - mus[p]) / sds[p]) ** 2 + math.log(val)
+    return lp, A, B, R0
+
+
+@_jit_vec
 def log_posterior(z, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitted_noise, out):
     """Log posterior of every walker ``z`` (W, d) in (A, log B, log C_mid[, R0]), into ``out``.
 
@@ -767,35 +860,16 @@ def log_posterior(z, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitte
     The likelihood is ``-n/2 log RSS`` with ``fitted_noise`` (the Jeffreys-integrated scale),
     else ``-RSS/2`` (``w2`` = 1 / sigma^2). ``-inf`` outside the priors' supports.
     """
-    n_walk = z.shape[0]
     n = x.size
-    nat = np.empty((n_walk, 4))
-    for k in range(n_walk):
-        v = nat[k]
-        v[0] = z[k, 0]
-        v[1] = math.exp(z[k, 1])
-        v[2] = math.exp(z[k, 2])
-        v[3] = r0 if fixed_r0 else z[k, 3]
-        lp = z[k, 1] + z[k, 2]
-        for p in range(4 if not fixed_r0 else 3):
-            val = v[p]
-            if not (lows[p] <= val <= highs[p]):
-                lp = -math.inf
-                break
-            kind = kinds[p]
-            if kind == 1:
-                lp -= math.log(val)
-            elif kind == 2:
-                lp -= 0.5 * ((val - mus[p]) / sds[p]) ** 2
-            elif kind == 3:
-                lp -= 0.5 * ((math.log(val) - mus[p]) / sds[p]) ** 2 + math.log(val)
+    for k in range(z.shape[0]):
+        lp, A, B, R0 = _log_prior(z, k, fixed_r0, r0, kinds, lows, highs, mus, sds)
         if not math.isfinite(lp):
             out[k] = -math.inf
             continue
-        A, B, m, R0 = v[0], v[1], z[k, 2], v[3]
+        m = z[k, 2]
         rss = 0.0
         for i in range(n):
-            ri = y[i] - R0 - (A - R0) * frac(x[i], B, m)
+            ri = y[i] - R0 - (A - R0) * frac_vec(x[i], B, m)
             rss += w2[i] * ri * ri
         like = -0.5 * n * math.log(rss) if fitted_noise else -0.5 * rss
         total = lp + like
@@ -803,6 +877,19 @@ def log_posterior(z, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitte
 
 
 @_jit
+def rss_from_log_posterior(z, log_post, n, fixed_r0, r0, kinds, lows, highs, mus, sds, out):
+    """The weighted RSS of every draw ``z`` (k, d) from its log posterior (fitted noise).
+
+    ``log_post`` is :func:`log_posterior`'s value with ``fitted_noise`` (``n`` points): the RSS is
+    ``exp(-2 (log_post - log_prior) / n)``, to within a few units in the last place of the RSS
+    (``log_post`` holds ~16 digits of a number of order ``n``), without a pass over the points.
+    """
+    for k in range(z.shape[0]):
+        lp, _, _, _ = _log_prior(z, k, fixed_r0, r0, kinds, lows, highs, mus, sds)
+        out[k] = math.exp(-2.0 * (log_post[k] - lp) / n)
+
+
+@_jit_vec
 def walker_rss(z, x, y, w2, fixed_r0, r0, out):
     """Weighted RSS of every draw ``z`` (k, d) in (A, log B, log C_mid[, R0]), into ``out``.
 
@@ -813,7 +900,7 @@ def walker_rss(z, x, y, w2, fixed_r0, r0, out):
         R0 = r0 if fixed_r0 else z[k, 3]
         rss = 0.0
         for i in range(x.size):
-            ri = y[i] - R0 - (A - R0) * frac(x[i], B, m)
+            ri = y[i] - R0 - (A - R0) * frac_vec(x[i], B, m)
             rss += w2[i] * ri * ri
         out[k] = rss
 
@@ -941,3 +1028,197 @@ def peak_stats(compute, reward, A, B, C_mid, R0):
         latest / m,
         compute[order[i_peak + k // 2]],
     )
+
+
+# ---- one fit_sigmoid call in two compiled passes (validation, then solve + summary) ----------
+# Layout of fit_one's ``out``: the optimum, its natural parameters, the covariance's RSS, then
+# the ten numbers of peak_stats (NaN when the window has fewer than 15 points).
+FIT_OUT = 17
+
+
+@_jit
+def scan_inputs(c, r, lo, hi, fixed_r0, r0, window):
+    """One pass over a fit's data: is it fittable as it stands, and the fit window.
+
+    Fills ``window`` (``lo <= c <= hi``) and returns ``(ok, n_window, r_min, r_max, range)``:
+    ``r_min, r_max`` over all rewards (the "auto" bounds look at them), ``range`` the spread of
+    the rewards inside the window. ``ok`` is True only when
+    every check of :func:`rlcurves.fit.fit_sigmoid` passes: finite values, compute >= 0, at least
+    as many points in the window as parameters, enough distinct compute values there, and a
+    reward that is not constant (or differs from a fixed R0). When it is False the caller runs
+    the checks in Python, which say what is wrong.
+    """
+    n = c.size
+    ok = True
+    r_min, r_max = math.inf, -math.inf
+    c_lo, c_hi = math.inf, -math.inf
+    w_lo, w_hi = math.inf, -math.inf
+    first = math.nan
+    n_win = 0
+    for i in range(n):
+        ci, ri = c[i], r[i]
+        if not (math.isfinite(ci) and math.isfinite(ri) and ci >= 0.0):
+            ok = False
+        r_min = min(r_min, ri)
+        r_max = max(r_max, ri)
+        inside = ci >= lo and ci <= hi
+        window[i] = inside
+        if inside:
+            if n_win == 0:
+                first = ri
+            n_win += 1
+            c_lo = min(c_lo, ci)
+            c_hi = max(c_hi, ci)
+            w_lo = min(w_lo, ri)
+            w_hi = max(w_hi, ri)
+    n_params = 3 if fixed_r0 else 4
+    if not ok or n_win < n_params:
+        return False, n_win, r_min, r_max, w_hi - w_lo
+    distinct = 1
+    if c_lo < c_hi:
+        distinct = 2
+        for i in range(n):
+            if window[i] and c_lo < c[i] < c_hi:
+                distinct = 3
+                break
+    if distinct < n_params - 1 or (w_lo == w_hi and (not fixed_r0 or first == r0)):
+        return False, n_win, r_min, r_max, w_hi - w_lo
+    return True, n_win, r_min, r_max, w_hi - w_lo
+
+
+@_jit
+def fit_one(c, r, window, n_win, fixed_r0, r0, bnd, starts, start_rss, refined, cov, out):
+    """:func:`solve_single`, :func:`covariance_natural` and :func:`peak_stats` in one call.
+
+    The points of ``c, r`` inside ``window`` (``n_win`` of them, unit weights) are fitted as
+    :func:`rlcurves.solver.solve_single` fits them; when its answer is an interior optimum that
+    no other basin could beat (found, no basin's LM left the box, no unrefined grid minimum
+    within 25% of its RSS) the covariance (``cov``, unscaled) and the peak numbers are computed
+    at it, all into ``out`` (:data:`FIT_OUT`), and True is returned. Otherwise False: the bounded
+    solver must decide, and the caller takes the general path.
+    """
+    cw = np.empty(n_win)
+    rw = np.empty(n_win)
+    x = np.empty(n_win)
+    w = np.ones(n_win)
+    j = 0
+    for i in range(c.size):
+        if window[i]:
+            cw[j] = c[i]
+            rw[j] = r[i]
+            x[j] = math.log(c[i]) if c[i] > 0 else -math.inf
+            j += 1
+    sol = np.empty(5)
+    found, left = solve_single(x, rw, w, fixed_r0, r0, bnd, starts, start_rss, refined, sol)
+    if not found or left:
+        return False
+    for t in range(starts.shape[0]):
+        if not refined[t] and start_rss[t] <= 1.25 * sol[4]:
+            return False
+    A, R0, lb, m = sol[0], sol[1], sol[2], sol[3]
+    B, C_mid = math.exp(lb), math.exp(m)
+    out[0], out[1], out[2], out[3], out[4], out[5] = A, R0, lb, m, B, C_mid
+    out[6] = covariance_natural(x, rw, w, A, R0, B, math.log(C_mid), fixed_r0, cov)
+    if n_win < 15:
+        for t in range(7, FIT_OUT):
+            out[t] = math.nan
+        return True
+    stats = peak_stats(cw, rw, A, B, C_mid, R0)
+    out[7], out[8], out[9], out[10], out[11] = stats[0], stats[1], stats[2], stats[3], stats[4]
+    out[12], out[13], out[14], out[15], out[16] = stats[5], stats[6], stats[7], stats[8], stats[9]
+    return True
+
+
+@_cached_njit(nogil=True, error_model="numpy", fastmath=_VECTOR_MATH)
+def _coarse_grid_row(S, y, w, fixed_r0, r0, w2, w2y):
+    """One row of :func:`coarse_grid_rss`: ``(index, rss)`` of its best grid point."""
+    n = y.size
+    tw = ty = 0.0
+    for i in range(n):
+        v = w[i] * w[i]
+        w2[i] = v
+        tw += v
+        ty += v * y[i]
+    y_mean = 0.0 if fixed_r0 else ty / tw
+    yy = 0.0
+    for i in range(n):
+        d = y[i] - r0 if fixed_r0 else y[i] - y_mean
+        w2y[i] = w2[i] * d
+        yy += w2[i] * d * d
+    pick, pick_rss = 0, math.inf
+    for g in range(S.shape[0]):
+        s0 = 0.0 if fixed_r0 else S[g, 0]
+        sv = svv = svy = 0.0
+        for i in range(n):
+            s = S[g, i] - s0
+            sv += w2[i] * s
+            svv += w2[i] * s * s
+            svy += w2y[i] * s
+        if fixed_r0:
+            rss = yy - svy * svy / svv
+        else:
+            var = svv - sv * sv / tw
+            rss = yy - svy * svy / var if var > 0 else math.inf
+        if not math.isfinite(rss):
+            rss = math.inf
+        if g == 0 or rss < pick_rss:
+            pick, pick_rss = g, rss
+    return pick, pick_rss
+
+
+@_jit
+def coarse_grid_rss(S, y, w, fixed_r0, r0, best, best_rss):
+    """Best point of a grid of curve shapes for every row: the bootstrap's basin screen.
+
+    ``S`` (G, n) holds the fraction of gain of every grid point at the shared compute axis;
+    ``y, w`` are (k, n). The linear parameters are unbounded here (a screen, not a fit): with R0
+    free the RSS of the best ``R0 + (A - R0) s``, with R0 fixed that of the best gain (``inf``
+    where undefined). ``best`` (k,) receives the index of each row's smallest RSS (the first one
+    on ties, as ``np.argmin``), ``best_rss`` (k,) that RSS (see
+    :func:`rlcurves.bootstrap.coarse_grid`).
+
+    With R0 free the moments are centred (the rewards on their weighted mean, each grid curve on
+    its value at the first point): where a grid curve is nearly flat over the data (s within
+    1e-9 of 1, say) the raw moments lose every digit to cancellation and could rank that point
+    best; the centred ones keep them, as :func:`projected` does. Serial: the screen covers 128
+    rows, a millisecond, which threads on a busy machine only slow down.
+    """
+    n = y.shape[1]
+    w2, w2y = np.empty(n), np.empty(n)
+    for c in range(y.shape[0]):
+        best[c], best_rss[c] = _coarse_grid_row(S, y[c], w[c], fixed_r0, r0, w2, w2y)
+
+
+@_jit
+def de_half_step(coords, log_prob, s_idx, c_idx, i1, i2, noise, log_u, g0, sigma, accepted,
+                 x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitted_noise):  # fmt: skip
+    """One half-sweep of :class:`rlcurves.bayes.BlockDEMove` with the compiled log posterior.
+
+    Walker ``s_idx[b, j]`` proposes ``coords[s] + gamma (coords[c1] - coords[c2])`` with
+    ``c1, c2 = c_idx[b, i1[b, j]], c_idx[b, i2[b, j]]`` and ``gamma = g0 (1 + sigma noise)``, and
+    takes it when its log posterior (:func:`log_posterior`, arguments from ``x`` on) minus its
+    current one exceeds ``log_u``: ``coords``, ``log_prob`` and ``accepted`` are updated in place.
+    The same arithmetic, in the same order, as the numpy move (the random numbers come from it):
+    the same seed gives the same chain.
+    """
+    n_blocks, n_s = s_idx.shape
+    ndim = coords.shape[1]
+    q = np.empty((n_blocks * n_s, ndim))
+    for b in range(n_blocks):
+        for j in range(n_s):
+            a, c = c_idx[b, i1[b, j]], c_idx[b, i2[b, j]]
+            gamma = g0 * (1.0 + sigma * noise[b, j])
+            s = s_idx[b, j]
+            for d in range(ndim):
+                q[b * n_s + j, d] = coords[s, d] + gamma * (coords[a, d] - coords[c, d])
+    new_lp = np.empty(n_blocks * n_s)
+    log_posterior(q, x, y, w2, fixed_r0, r0, kinds, lows, highs, mus, sds, fitted_noise, new_lp)
+    for b in range(n_blocks):
+        for j in range(n_s):
+            t = b * n_s + j
+            s = s_idx[b, j]
+            if new_lp[t] - log_prob[s] > log_u[t]:
+                for d in range(ndim):
+                    coords[s, d] = q[t, d]
+                log_prob[s] = new_lp[t]
+                accepted[s] = True

@@ -324,8 +324,9 @@ class _LogProb:
         r = self.y - p["R0"][:, None] - (p["A"] - p["R0"])[:, None] * s
         return np.sum(self.w2 * r * r, axis=1)
 
-    def draw_rss(self, z: np.ndarray) -> np.ndarray:
-        """The weighted RSS of every draw ``z`` (k, d)."""
+    def draw_rss(self, z: np.ndarray, log_post: np.ndarray | None = None) -> np.ndarray:
+        """The weighted RSS of every draw ``z`` (k, d) (``log_post``, its log posterior, is
+        used by the compiled subclass)."""
         return self.rss(self.natural(z))
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
@@ -367,21 +368,34 @@ class _CompiledLogProb(_LogProb):
         self._x = np.ascontiguousarray(self.x[0])
         self._y = np.ascontiguousarray(self.y[0])
         self._w2 = np.ascontiguousarray(self.w2[0])
+        self._args = (
+            self._x, self._y, self._w2, self.r0 is not None,
+            0.0 if self.r0 is None else float(self.r0), self._kinds, self._lows, self._highs,
+            self._mus, self._sds, self.noise == "fitted",
+        )  # fmt: skip
+
+    def kernel_args(self) -> tuple:
+        """The arguments of :func:`rlcurves._kernels.log_posterior` after the walkers."""
+        return self._args
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
         z = np.ascontiguousarray(np.atleast_2d(z), dtype=float)
         out = np.empty(z.shape[0])
-        K.log_posterior(
-            z, self._x, self._y, self._w2, self.r0 is not None,
-            0.0 if self.r0 is None else float(self.r0), self._kinds, self._lows, self._highs,
-            self._mus, self._sds, self.noise == "fitted", out,
-        )  # fmt: skip
+        K.log_posterior(z, *self._args, out)
         return out
 
-    def draw_rss(self, z: np.ndarray) -> np.ndarray:
+    def draw_rss(self, z: np.ndarray, log_post: np.ndarray | None = None) -> np.ndarray:
         z = np.ascontiguousarray(z, dtype=float)
         out = np.empty(z.shape[0])
         r0 = 0.0 if self.r0 is None else float(self.r0)
+        if log_post is not None and self.noise == "fitted":
+            # the sampler kept every draw's log posterior: the RSS follows from it and the
+            # prior alone (a pass over the points for a million draws was a tenth of a run)
+            K.rss_from_log_posterior(
+                z, np.ascontiguousarray(log_post, dtype=float), self.n, self.r0 is not None, r0,
+                self._kinds, self._lows, self._highs, self._mus, self._sds, out,
+            )  # fmt: skip
+            return out
         K.walker_rss(z, self._x, self._y, self._w2, self.r0 is not None, r0, out)
         return out
 
@@ -407,13 +421,31 @@ def _gelman_rubin(chains: list[np.ndarray]) -> np.ndarray:
         return np.sqrt(var_hat / within)
 
 
+def _average_ranks(x: np.ndarray) -> np.ndarray:
+    """Ranks 1..n of the flattened ``x``, ties given the mean of their ranks.
+
+    ``scipy.stats.rankdata(x, axis=None)`` exactly (the ranks are integers and halves), by an
+    unstable sort: the mean over a run of ties does not depend on their order, and scipy's
+    stable merge sort was a third of a posterior's convergence checks.
+    """
+    flat = x.ravel()
+    order = np.argsort(flat)
+    ordered = flat[order]
+    starts = np.empty(flat.size, dtype=bool)
+    starts[:1] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    group = np.cumsum(starts) - 1
+    edges = np.append(np.flatnonzero(starts), flat.size)
+    ranks = np.empty(flat.size)
+    ranks[order] = (0.5 * (edges[:-1] + edges[1:] - 1) + 1)[group]
+    return ranks.reshape(x.shape)
+
+
 def _rank_normalize(x: np.ndarray) -> np.ndarray:
     """Normal scores of the pooled ranks (Blom's offset), shaped like ``x`` (chains, draws)."""
     from scipy.special import ndtri
-    from scipy.stats import rankdata
 
-    r = rankdata(x, axis=None).reshape(x.shape)
-    return ndtri((r - 0.375) / (x.size + 0.25))
+    return ndtri((_average_ranks(x) - 0.375) / (x.size + 0.25))
 
 
 def _basic_rhat(x: np.ndarray) -> float:
@@ -501,8 +533,6 @@ def posterior(
     -------
     Posterior
     """
-    import emcee
-
     if noise is None:
         noise = "known" if fit.sigma is not None and fit.absolute_sigma else "fitted"
     if noise not in ("fitted", "known", "binomial"):
@@ -539,20 +569,19 @@ def posterior(
     start = np.concatenate(
         [_ensemble_start(rng, center, spread, n_walkers, log_prob) for _ in range(n_ensembles)]
     )
-    # One emcee sampler holds every ensemble as a block of walkers; the move below only ever
+    # One emcee ensemble holds every ensemble as a block of walkers; the move below only ever
     # pairs walkers of the same block, so the ensembles stay independent (R-hat across them is
     # meaningful) while each step is one vectorized log-probability call for all of them.
-    sampler = emcee.EnsembleSampler(
+    sampler = _Sampler(
+        log_prob,
         n_walkers * n_ensembles,
         ndim,
-        log_prob,
-        vectorize=True,
-        moves=[
+        [
             (BlockDEMove(n_ensembles, log_prob=log_prob), 0.9),
             (BlockDEMove(n_ensembles, gamma0=1.0, log_prob=log_prob), 0.1),
         ],
+        np.random.RandomState(int(rng.integers(2**31))),
     )
-    sampler.random_state = np.random.RandomState(int(rng.integers(2**31))).get_state()
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -561,7 +590,7 @@ def posterior(
     steps, verdict, state, last_reset, thin = 0, None, start, 0, 1
     while steps < max_steps:
         n_block = min(block_steps, max_steps - steps)
-        state = sampler.run_mcmc(state, n_block, progress=False)
+        state = sampler.run_mcmc(state, n_block)
         steps += n_block
         if bar is not None:
             bar.update(n_block)
@@ -585,7 +614,8 @@ def posterior(
     natural = log_prob.natural(pooled)
     samples = pd.DataFrame({name: natural[name] for name in PARAM_NAMES})
     if noise == "fitted":
-        rss = log_prob.draw_rss(pooled)
+        log_post = np.split(sampler.get_log_prob(), n_ensembles, axis=1)  # as the chains
+        rss = log_prob.draw_rss(pooled, np.concatenate([b[burn:].ravel() for b in log_post]))
         noise_draws = np.sqrt(rss / rng.chisquare(fit.n, size=rss.size))
     else:
         noise_draws = np.ones(len(samples))
@@ -635,6 +665,56 @@ def posterior(
         known_sd=float(np.median(w)),
         thin=int(verdict["thin"]),
     )
+
+
+class _Sampler:
+    """emcee's ``EnsembleSampler`` loop for moves that evaluate the log posterior themselves.
+
+    Per step, as ``EnsembleSampler.sample``: a move drawn by its weight from the sampler's
+    random state (which the move also draws from), its proposal, and the step saved to an emcee
+    :class:`~emcee.backends.Backend` (chain, log posterior, acceptance). Without emcee's per-step
+    bookkeeping (a copy of the random state's 2.5 kB at every step, among others, which cost a
+    tenth of a posterior): the same seed gives the chain emcee's sampler gives.
+    """
+
+    def __init__(self, log_prob, n_total: int, ndim: int, moves, random: np.random.RandomState):
+        from emcee.backends import Backend
+        from emcee.model import Model
+
+        self.log_prob = log_prob
+        self.moves = [move for move, _ in moves]
+        weights = np.atleast_1d([weight for _, weight in moves]).astype(float)
+        self.weights = weights / np.sum(weights)  # as emcee normalizes them
+        self.model = Model(log_prob, None, map, random)
+        self.random = random
+        self.backend = Backend()
+        self.backend.reset(n_total, ndim)
+
+    def run_mcmc(self, state, n_steps: int):
+        """``n_steps`` steps from ``state`` (walker coordinates, or the last step's state)."""
+        from emcee.state import State
+
+        if not isinstance(state, State):
+            coords = np.array(state, dtype=float)
+            state = State(coords, log_prob=np.asarray(self.log_prob(coords), dtype=float))
+            if np.any(np.isnan(state.log_prob)):
+                raise RLCurvesError("the log posterior is NaN at the walkers' start")
+        self.backend.grow(n_steps, None)
+        for _ in range(n_steps):
+            move = self.moves[self.random.choice(len(self.moves), p=self.weights)]
+            state, accepted = move.propose(self.model, state)
+            self.backend.save_step(state, accepted)
+        return state
+
+    def get_chain(self) -> np.ndarray:
+        return self.backend.get_chain()
+
+    def get_log_prob(self) -> np.ndarray:
+        return self.backend.get_log_prob()
+
+    @property
+    def acceptance_fraction(self) -> np.ndarray:
+        return self.backend.accepted / float(self.backend.iteration)
 
 
 def _split(chain: np.ndarray, n_ensembles: int) -> list[np.ndarray]:
@@ -701,8 +781,10 @@ def _check(
     number of ensembles times the walkers (emcee's count). Every estimate is taken on the draws
     ``thin`` steps apart (see :func:`_thin_for`); tau is in steps either way. Unless ``final``,
     R-hat and ArviZ's ESS (rank-normalizing every draw: the costly part) are only computed once
-    the chains hold enough autocorrelation times and emcee's count reaches the target, since
-    ``done`` is False before that whatever they are (they are NaN and emcee's count then).
+    the chains hold enough autocorrelation times and emcee's count reaches the target, R-hat
+    parameter by parameter until one fails, and ArviZ's ESS only once every R-hat passes, since
+    ``done`` is False before that whatever they are (an R-hat not computed is NaN, the ESS
+    emcee's count).
     """
 
     def tau_of(chain):
@@ -725,7 +807,15 @@ def _check(
         return dict(tau=tau, burn=burn, done=False, rhat=np.full(dim, math.nan),
                     ess_bulk=ess_emcee, ess_tail=ess_emcee, thin=thin)  # fmt: skip
     walkers = np.concatenate([b[burn::thin] for b in blocks], axis=1)  # (kept, chains, dim)
-    rhat = np.array([split_rank_rhat(walkers[:, :, i].T) for i in range(dim)])
+    rhat = np.full(dim, math.nan)
+    for i in range(dim):
+        rhat[i] = split_rank_rhat(walkers[:, :, i].T)
+        if not final and not rhat[i] < max_rhat:
+            # not done whatever the other parameters' R-hat and the ESS are: those (ranking
+            # every draw again) wait for a check that R-hat passes (R-hat, not the ESS, is what
+            # holds a posterior back here); they stay NaN and emcee's count
+            return dict(tau=tau, burn=burn, done=False, rhat=rhat, ess_bulk=ess_emcee,
+                        ess_tail=ess_emcee, thin=thin)  # fmt: skip
     try:
         bt = np.array([ess_bulk_tail(walkers[:, :, i].T) for i in range(dim)])
         ess_bulk = np.minimum(bt[:, 0], ess_emcee)
@@ -827,6 +917,7 @@ class BlockDEMove:
         offsets = (np.arange(self.n_blocks) * per)[:, None]
         order = np.argsort(random.rand(self.n_blocks, per), axis=1) + offsets
         accepted = np.zeros(n_total, dtype=bool)
+        compiled = isinstance(self.log_prob, _CompiledLogProb)
         for s_idx, c_idx in (
             (order[:, :half], order[:, half:]),
             (order[:, half:], order[:, :half]),
@@ -835,6 +926,18 @@ class BlockDEMove:
             i1 = random.randint(0, n_c, size=s_idx.shape)
             i2 = random.randint(0, n_c - 1, size=s_idx.shape)
             i2 = i2 + (i2 >= i1)
+            if compiled:
+                # the same random numbers, drawn in the same order; the proposal, the log
+                # posterior and the acceptance in one compiled call (a step's two dozen numpy
+                # calls on arrays of a hundred numbers cost more than the posterior itself)
+                noise = random.randn(self.n_blocks, n_s)  # the numbers of (n_blocks, n_s, 1)
+                log_u = np.log(random.rand(s_idx.size))
+                lp = self.log_prob
+                K.de_half_step(
+                    coords, log_prob, np.ascontiguousarray(s_idx), np.ascontiguousarray(c_idx),
+                    i1, i2, noise, log_u, g0, self.sigma, accepted, *lp.kernel_args(),
+                )  # fmt: skip
+                continue
             rows = np.arange(self.n_blocks)[:, None]
             diff = coords[c_idx[rows, i1]] - coords[c_idx[rows, i2]]
             gamma = g0 * (1.0 + self.sigma * random.randn(self.n_blocks, n_s, 1))

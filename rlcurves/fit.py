@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ._data import as_float_array, resolve_xy
+from ._data import _column, as_float_array, resolve_xy
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .model import log_compute, sigmoid
-from .result import SigmoidFit, covariance
+from .result import SigmoidFit, _sqrt_or_flag, covariance
 from .solver import Bounds, solve_batch, solve_single
 
 Method = Literal["auto", "exact", "paper-grid", "lmfit"]
@@ -100,6 +100,12 @@ def fit_sigmoid(
     """
     if method not in _METHODS:
         raise RLCurvesError(f"unknown method {method!r}; choose one of {list(_METHODS)}")
+    if sigma is None and loss == "linear" and method in ("auto", "exact"):
+        fit = _exact_fast(
+            compute, reward, data, r0, min_compute, max_compute, bounds, absolute_sigma, label
+        )
+        if fit is not None:
+            return fit
     c, r, s = resolve_xy(compute, reward, data, sigma)
     if r0 is not None:
         r0 = float(r0)
@@ -168,6 +174,86 @@ def fit_sigmoid(
     )
 
 
+def _exact_fast(compute, reward, data, r0, min_compute, max_compute, bounds, absolute_sigma, label):
+    """The common exact fit (no sigma, least squares) in two compiled passes, or None.
+
+    Validation, the fit window, the solver, the covariance and the peak numbers run compiled
+    (:func:`rlcurves._kernels.scan_inputs`, :func:`rlcurves._kernels.fit_one`); only the result
+    is assembled here. Anything unusual (input a check would reject, an optimum on a bound or
+    beyond the search box, a second basin to settle) returns None, and :func:`fit_sigmoid` takes
+    the general path, which says what is wrong or settles it: the answers are the same either way.
+    """
+    from . import _kernels as K
+
+    c, r = compute, reward
+    if data is not None:
+        if not isinstance(data, pd.DataFrame):
+            return None
+        c, r = _column(data, compute, "compute"), _column(data, reward, "reward")
+    try:
+        c = np.asarray(c, dtype=float)
+        r = np.asarray(r, dtype=float)
+        fixed = r0 is not None
+        r0v = float(r0) if fixed else 0.0
+        lo = -math.inf if min_compute is None else float(min_compute)
+        hi = math.inf if max_compute is None else float(max_compute)
+    except (TypeError, ValueError):
+        return None
+    if c.ndim != 1 or c.shape != r.shape or not math.isfinite(r0v):
+        return None
+    window = np.empty(c.size, dtype=np.bool_)
+    ok, n_win, r_min, r_max, r_range = K.scan_inputs(c, r, lo, hi, fixed, r0v, window)
+    if not ok:
+        return None
+    r0_fixed = r0v if fixed else None
+    if isinstance(bounds, str) and bounds == "auto":
+        box = _auto_bounds(r_min, r_max, r0_fixed)
+    else:
+        box = resolve_bounds(bounds, r, r0_fixed)
+    top = K.GRID_TOP_SINGLE
+    p = 3 if fixed else 4
+    cov, out = np.empty((p, p)), np.empty(K.FIT_OUT)
+    bnd = np.array([box.A[0], box.A[1], box.R0[0], box.R0[1]])
+    if not K.fit_one(
+        c, r, window, n_win, fixed, r0v, bnd,
+        np.empty((top, 2)), np.empty(top), np.zeros(top, dtype=np.bool_), cov, out,
+    ):  # fmt: skip
+        return None
+    A, R0, _, _, B, C_mid, rss = out[:7].tolist()
+    dof = n_win - p
+    if dof > 0:
+        cov *= rss / dof
+    else:
+        cov *= math.nan
+    stderr = {"A": _sqrt_or_flag(cov[0, 0]), "B": _sqrt_or_flag(cov[1, 1])}
+    stderr["C_mid"] = _sqrt_or_flag(cov[2, 2])
+    stderr["R0"] = math.nan if fixed else _sqrt_or_flag(cov[3, 3])
+    peak = _peak_words(n_win, A, *out[7:].tolist())
+    fit = _assemble(
+        {"A": A, "B": B, "C_mid": C_mid, "R0": R0},
+        True,
+        "exact",
+        [],
+        cov,
+        stderr,
+        rss,
+        n_win,
+        r_range,
+        peak,
+        compute=c,
+        reward=r,
+        sigma=None,
+        window=window,
+        r0_fixed=r0_fixed,
+        bounds=box,
+        absolute_sigma=absolute_sigma,
+        min_compute=min_compute,
+        max_compute=max_compute,
+        label=label,
+    )
+    return _with_units(data, compute, reward, fit)
+
+
 def _with_units(data, compute, reward, fit: SigmoidFit) -> SigmoidFit:
     from ._format import units_of
 
@@ -233,8 +319,60 @@ def build_fit(
         r0_fixed=r0_fixed is not None,
         scale_by_residuals=sigma is None or not absolute_sigma,
     )
-    notes = [n for n in notes if n]
-    reward_range = float(rw.max() - rw.min()) or 1.0
+    return _assemble(
+        params,
+        converged,
+        method,
+        notes,
+        covar,
+        stderr,
+        rss,
+        int(cw.size),
+        float(rw.max() - rw.min()),
+        detect_peak(cw, rw, params),
+        compute=compute,
+        reward=reward,
+        sigma=sigma,
+        window=window,
+        r0_fixed=r0_fixed,
+        bounds=bounds,
+        absolute_sigma=absolute_sigma,
+        min_compute=min_compute,
+        max_compute=max_compute,
+        label=label,
+    )
+
+
+def _assemble(
+    params: dict[str, float],
+    converged: bool,
+    method: str,
+    notes: list[str],
+    covar: np.ndarray,
+    stderr: dict[str, float],
+    rss: float,
+    n_points: int,
+    reward_range: float,
+    peak: str,
+    *,
+    compute: np.ndarray,
+    reward: np.ndarray,
+    sigma: np.ndarray | None,
+    window: np.ndarray,
+    r0_fixed: float | None,
+    bounds: Bounds,
+    absolute_sigma: bool,
+    min_compute: float | None,
+    max_compute: float | None,
+    label: str | None,
+) -> SigmoidFit:
+    """The identification checks, the message and the SigmoidFit, from a fit's covariance.
+
+    ``n_points`` and ``reward_range`` are the number and the spread of the rewards in the window;
+    ``peak`` the words of :func:`detect_peak` ("" when the run did not peak).
+    """
+    notes = [note for note in notes if note]
+    reward_range = reward_range or 1.0
     for name in ("A", "B", "C_mid", "R0"):
         value, err = params[name], stderr[name]
         # A and R0 are levels: near 0 their error is judged against the data's range instead
@@ -250,18 +388,17 @@ def build_fit(
     for name, (lo, hi) in (("A", bounds.A), ("R0", bounds.R0)):
         if name == "R0" and r0_fixed is not None:
             continue
-        if any(np.isfinite(b) and abs(params[name] - b) <= 1e-9 * (1 + abs(b)) for b in (lo, hi)):
+        if any(math.isfinite(b) and abs(params[name] - b) <= 1e-9 * (1 + abs(b)) for b in (lo, hi)):
             notes.append(f"{name} sits on its bound {params[name]:g} (bounds {lo:g}..{hi:g})")
-    dof = int(cw.size - len(covar))
+    dof = int(n_points - len(covar))
     if dof == 0:
         notes.append("no degrees of freedom left (as many points as parameters): no errors")
     message = "; ".join(notes) if notes else "converged: exact least-squares optimum"
     if not converged:
         message = "NOT CONVERGED: " + message
-        warnings.warn(message, NotConvergedWarning, stacklevel=3)
+        warnings.warn(message, NotConvergedWarning, stacklevel=4)
     elif notes:
-        warnings.warn(message, IdentifiabilityWarning, stacklevel=3)
-    peak = detect_peak(cw, rw, params)
+        warnings.warn(message, IdentifiabilityWarning, stacklevel=4)
     if peak:
         message = f"{message}; {peak}"
     return SigmoidFit(
@@ -269,7 +406,7 @@ def build_fit(
         stderr=stderr,
         covar=covar,
         rss=rss,
-        n=int(cw.size),
+        n=n_points,
         dof=dof,
         converged=converged,
         message=message,
@@ -305,22 +442,28 @@ def detect_peak(compute: np.ndarray, reward: np.ndarray, params: dict[str, float
     c, r = np.asarray(compute, dtype=float), np.asarray(reward, dtype=float)
     if c.size < 15:
         return ""
-    sd, rho, m, tail_gap, k, i_peak, peak, drop, latest, c_peak = K.peak_stats(
+    stats = K.peak_stats(
         np.ascontiguousarray(c), np.ascontiguousarray(r),
         float(params["A"]), float(params["B"]), float(params["C_mid"]), float(params["R0"]),
     )  # fmt: skip
+    return _peak_words(c.size, float(params["A"]), *stats)
+
+
+def _peak_words(n, A, sd, rho, m, tail_gap, k, i_peak, peak, drop, latest, c_peak) -> str:
+    """:func:`detect_peak`'s verdict from the numbers of ``_kernels.peak_stats`` (n points)."""
     if not sd > 0:
         return ""
+    m, k, i_peak = int(m), int(k), int(i_peak)
     # the tail's mean residual against its autocorrelation-corrected standard error
     se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
     below = tail_gap < -_PEAK_SE * se
-    turned = i_peak < c.size - k + 1 - m and drop > _PEAK_SE * se
+    turned = i_peak < n - k + 1 - m and drop > _PEAK_SE * se
     if not (below or turned):
         return ""
     side = "below" if tail_gap < 0 else "above"
     return (
         f"this run peaked at {peak:.3g} near {c_peak:,.0f}; the fitted ceiling "
-        f"{params['A']:.3g} is not supported by the latest evaluations (the last {m} average "
+        f"{A:.3g} is not supported by the latest evaluations (the last {m} average "
         f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
 
@@ -361,6 +504,14 @@ def _check_fittable(c, r, r0, lo, hi) -> None:
         )
 
 
+def _auto_bounds(r_min: float, r_max: float, r0: float | None) -> Bounds:
+    """The "auto" bounds: A and R0 in [0, 1] when every reward (and a fixed R0) is a rate."""
+    is_rate = r_min >= 0 and r_max <= 1
+    if is_rate and (r0 is None or 0 <= r0 <= 1):
+        return Bounds(A=(0.0, 1.0), R0=(0.0, 1.0))
+    return Bounds()
+
+
 def resolve_bounds(bounds: BoundsArg, reward: np.ndarray, r0: float | None) -> Bounds:
     """Turn the ``bounds`` argument into box bounds on A and R0 (see :func:`fit_sigmoid`)."""
     if bounds is None:
@@ -368,10 +519,7 @@ def resolve_bounds(bounds: BoundsArg, reward: np.ndarray, r0: float | None) -> B
     if isinstance(bounds, str):
         if bounds != "auto":
             raise RLCurvesError(f"bounds must be 'auto', None or a dict, got {bounds!r}")
-        is_rate = bool(reward.min() >= 0 and reward.max() <= 1)
-        if is_rate and (r0 is None or 0 <= r0 <= 1):
-            return Bounds(A=(0.0, 1.0), R0=(0.0, 1.0))
-        return Bounds()
+        return _auto_bounds(float(reward.min()), float(reward.max()), r0)
     unknown = set(bounds) - {"A", "R0"}
     if unknown:
         raise RLCurvesError(

@@ -355,3 +355,56 @@ def test_skipping_rhat_and_arviz_ess_until_they_can_matter_changes_nothing(fit, 
     assert lazy.converged and eager.converged and lazy.n_steps == eager.n_steps
     pd.testing.assert_frame_equal(lazy.samples, eager.samples)
     assert lazy.rhat == eager.rhat and lazy.ess == eager.ess
+
+
+def test_regression_average_ranks_are_scipys_rankdata_with_ties():
+    """The posterior's rank normalization ranks by an unstable sort: the same ranks as scipy's
+    rankdata (ties averaged), on MCMC-like draws that repeat values (rejected steps)."""
+    from scipy.stats import rankdata
+
+    from rlcurves.bayes import _average_ranks
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(64, 301))
+    x[:, 1::2] = x[:, :-1:2]  # every other draw repeats the one before it
+    x[3, :10] = x[7, 5]  # a long run of ties across chains
+    for a in (x, np.abs(x - np.median(x)), np.round(x, 1), np.zeros((2, 3))):
+        np.testing.assert_array_equal(_average_ranks(a), rankdata(a, axis=None).reshape(a.shape))
+
+
+def test_regression_the_compiled_move_and_loop_give_emcees_chain(fit):
+    """The block move's compiled half-steps (proposal, log posterior, acceptance in one call) and
+    the posterior's own step loop give, seed for seed, the chain emcee's EnsembleSampler gives
+    with the move in numpy: the same draws, log posteriors and acceptances, bit for bit."""
+    import emcee
+
+    from rlcurves import bayes
+
+    priors = bayes.default_priors(fit)
+    log_prob = bayes._log_prob(fit, priors, "fitted", None)
+    assert isinstance(log_prob, bayes._CompiledLogProb)
+
+    def in_numpy(z):  # the same values, through the move's numpy path
+        return log_prob(z)
+
+    rng = np.random.default_rng(2)
+    center = np.array([fit.A, np.log(fit.B), np.log(fit.C_mid), fit.R0])
+    start = center + 1e-3 * rng.normal(size=(3 * 16, 4))
+    moves = [(0.9, {}), (0.1, {"gamma0": 1.0})]
+    ours = bayes._Sampler(
+        log_prob, 48, 4, [(BlockDEMove(3, log_prob=log_prob, **kw), p) for p, kw in moves],
+        np.random.RandomState(7),
+    )  # fmt: skip
+    state = ours.run_mcmc(start, 120)
+    ours.run_mcmc(state, 80)
+    theirs = emcee.EnsembleSampler(
+        48, 4, in_numpy, vectorize=True,
+        moves=[(BlockDEMove(3, log_prob=in_numpy, **kw), p) for p, kw in moves],
+    )  # fmt: skip
+    theirs.random_state = np.random.RandomState(7).get_state()
+    state = theirs.run_mcmc(start, 120, progress=False)
+    theirs.run_mcmc(state, 80, progress=False)
+    np.testing.assert_array_equal(ours.get_chain(), theirs.get_chain())
+    np.testing.assert_array_equal(ours.get_log_prob(), theirs.get_log_prob())
+    np.testing.assert_array_equal(ours.acceptance_fraction, theirs.acceptance_fraction)
+    assert 0.1 < ours.acceptance_fraction.mean() < 0.9

@@ -187,6 +187,65 @@ def test_log_posterior_matches_the_model_in_numpy(paper_curve, rng, r0, fitted_n
     np.testing.assert_allclose(out[~outside], expected[~outside], rtol=1e-12)
 
 
+@pytest.mark.parametrize("r0", [None, 0.3])
+def test_regression_the_rss_of_a_draw_follows_from_its_log_posterior(paper_curve, rng, r0):
+    """The posterior's noise draws take each draw's RSS from the log posterior the sampler kept
+    (fitted noise): the RSS a pass over the points gives, to a few units in the last place, with
+    normal and lognormal priors too."""
+    compute, reward, _ = paper_curve
+    x = log_compute(compute)
+    w2 = np.ones(x.size)
+    d = 3 if r0 is not None else 4
+    center = np.array([0.61, math.log(1.92), math.log(2542.0), 0.3])[:d]
+    z = center + rng.normal(0, 0.05, (400, d))
+    kinds = np.array([2, 1, 3, 0])
+    lows, highs = np.array([0.0, 0.01, 100.0, 0.0]), np.array([1.0, 50.0, 1e5, 1.0])
+    mus, sds = np.array([0.6, 0.0, 8.0, 0.0]), np.array([0.2, 1.0, 2.0, 1.0])
+    args = (r0 is not None, r0 or 0.0)
+    log_post, rss, got = np.empty(len(z)), np.empty(len(z)), np.empty(len(z))
+    K.log_posterior(z, x, reward, w2, *args, kinds, lows, highs, mus, sds, True, log_post)
+    assert np.isfinite(log_post).all()
+    K.walker_rss(z, x, reward, w2, *args, rss)
+    K.rss_from_log_posterior(z, log_post, x.size, *args, kinds, lows, highs, mus, sds, got)
+    np.testing.assert_allclose(got, rss, rtol=1e-13)
+
+
+def test_regression_the_vectorized_exponential_is_libms_to_one_ulp():
+    """fast_exp (what the hot loops over a curve's points use, vectorized) against math.exp:
+    within one unit in the last place over the whole range, as a loop compiled the way the
+    kernels compile theirs; infinities, NaN, overflow and the subnormal range as libm's."""
+    from numba import njit
+
+    @njit(error_model="numpy", fastmath=K._VECTOR_MATH)
+    def vector(a, out):
+        for i in range(a.size):
+            out[i] = K.fast_exp(a[i])
+
+    @njit(error_model="numpy", fastmath=K._VECTOR_MATH)
+    def fractions(x, B, m, out):
+        for i in range(x.size):
+            out[i] = K.frac_vec(x[i], B, m)
+
+    rng = np.random.default_rng(9)
+    a = np.concatenate([rng.uniform(-708, 709.7, 200_000), rng.uniform(-3, 3, 100_000)])
+    got, want = np.empty_like(a), np.array([math.exp(v) for v in a])
+    vector(a, got)
+    assert np.max(np.abs(got - want) / want) <= 2.3e-16  # one ulp is 2.2e-16 at most
+    special = np.array([np.inf, -np.inf, np.nan, 709.8, 709.78, 709.5, -745.3, -740.0, 0.0, -0.0])
+    vector(special, got[: special.size])
+    with np.errstate(over="ignore"):
+        want = np.exp(special)
+    np.testing.assert_array_equal(got[[0, 1, 3, 8, 9]], want[[0, 1, 3, 8, 9]])
+    assert np.isnan(got[2]) and got[6] == 0.0
+    np.testing.assert_allclose(got[[4, 5]], want[[4, 5]], rtol=2.3e-16)
+    assert abs(got[7] - want[7]) <= 2 * np.nextafter(0, 1) + 1e-15 * want[7]  # subnormal
+    x = np.array([-np.inf, 0.0, 5.0, 7.8, 1e3, np.inf])
+    s = np.empty_like(x)
+    fractions(x, 1.9, 7.8, s)
+    assert s[0] == 0.0 and s[-1] == 1.0 and s[3] == 0.5
+    np.testing.assert_allclose(s[1:5], 1 / (1 + np.exp(1.9 * (7.8 - x[1:5]))), rtol=1e-15)
+
+
 def test_importing_rlcurves_compiles_nothing():
     code = (
         "import rlcurves, rlcurves._kernels as K, numba\n"
@@ -265,6 +324,187 @@ def test_peak_check_matches_the_numpy_version():
         assert got == numpy_summary.detect_peak(c[shuffled], y[shuffled], truth)
         said += bool(got)
     assert 5 < said < 55
+
+
+def fit_both_ways(*args, **kwargs):
+    """``fit_sigmoid`` through its compiled fast path and through the general one.
+
+    Returns ``(fast, general)``: each the fit (or the error raised) and the warnings seen;
+    ``fast`` is None where the fast path declined (and the general one ran anyway).
+    """
+    from unittest import mock
+
+    import rlcurves.fit as F
+
+    def run(declined):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                if declined:
+                    with mock.patch.object(F, "_exact_fast", lambda *a, **k: None):
+                        out = fit_sigmoid(*args, **kwargs)
+                else:
+                    out = fit_sigmoid(*args, **kwargs)
+            except Exception as err:  # the same error either way is the point
+                out = err
+        return out, [(w.category, str(w.message), w.filename) for w in seen]
+
+    c, r = args[0], args[1]
+    try:
+        taken = F._exact_fast(
+            c, r, None, kwargs.get("r0"), kwargs.get("min_compute"), kwargs.get("max_compute"),
+            kwargs.get("bounds", "auto"), False, None,
+        ) is not None  # fmt: skip
+    except Exception:  # it raised for the caller: compared below
+        taken = True
+    return (run(False) if taken else None), run(True)
+
+
+def assert_same_fit(fast, general):
+    (got, got_warn), (want, want_warn) = fast, general
+    assert got_warn == want_warn
+    if isinstance(want, Exception):
+        assert type(got) is type(want) and str(got) == str(want)
+        return
+    assert list(got.params) == list(want.params) and list(got.stderr) == list(want.stderr)
+    for name in want.params:
+        assert got.params[name] == pytest.approx(want.params[name], rel=1e-12, abs=1e-300)
+        assert got.stderr[name] == pytest.approx(want.stderr[name], rel=1e-9, nan_ok=True)
+    np.testing.assert_allclose(got.covar, want.covar, rtol=1e-9)
+    assert got.rss == pytest.approx(want.rss, rel=1e-12)
+    same = ("n", "dof", "converged", "message", "method", "peak", "r0_fixed", "bounds")
+    same += ("absolute_sigma", "min_compute", "max_compute", "label", "units", "sigma")
+    for attr in same:
+        assert getattr(got, attr) == getattr(want, attr), attr
+    for attr in ("compute", "reward", "window"):
+        np.testing.assert_array_equal(getattr(got, attr), getattr(want, attr))
+        assert getattr(got, attr).dtype == getattr(want, attr).dtype
+    assert got.summary() == want.summary() and repr(got) == repr(want)
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(curves())
+def test_regression_the_compiled_fit_path_gives_the_general_paths_fit(curve):
+    """fit_sigmoid's one-call compiled path (validation, solve, covariance, peak check) against
+    the general path it short-cuts: the same fit, message and warnings, free and fixed R0, with
+    and without a window (where it declines, an optimum on a bound, nothing is compared)."""
+    compute, reward, _, _ = curve
+    cases = [{}, {"r0": float(reward[0])}, {"min_compute": float(compute[2])}]
+    for kw in cases:
+        fast, general = fit_both_ways(compute, reward, **kw)
+        if fast is not None:
+            assert_same_fit(fast, general)
+
+
+def test_regression_the_compiled_fit_path_on_peaked_runs_data_frames_and_bad_input():
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    truth = dict(A=0.61, B=1.92, C_mid=2542.0, R0=0.30)
+    taken = peaked = 0
+    for i in range(30):
+        n = int(rng.integers(10, 90))
+        c = np.sort(rng.uniform(0, 16000, n))
+        y = sigmoid(c, **truth) + rng.normal(0, 0.01, n)
+        if i % 2:  # a run that sags at the end
+            y -= np.clip((c - 0.7 * c.max()) / c.max(), 0, None) * rng.uniform(0, 0.3)
+        fast, general = fit_both_ways(c, y, max_compute=float(c[-2]) if i % 3 else None)
+        if fast is not None:
+            assert_same_fit(fast, general)
+            taken += 1
+            peaked += bool(fast[0].peak)
+    assert taken >= 25 and peaked >= 3
+    # a DataFrame with units in its attrs, and the errors the checks raise (the fast path
+    # declines and the general one says what is wrong)
+    c = np.linspace(0, 16000, 41)[1:]
+    y = sigmoid(c, **truth) + rng.normal(0, 0.01, c.size)
+    df = pd.DataFrame({"gpu_hours": c, "val": y})
+    df.attrs["compute_unit"] = "GPU-hours"
+    fits = [fit_sigmoid("gpu_hours", "val", data=df, label="run")]
+    fits.append(fit_sigmoid(c, y, label="run"))
+    assert fits[0].units == {"compute": "GPU-hours", "reward": "val"} and fits[1].units == {}
+    assert fits[0].params == fits[1].params
+    bad = [
+        (np.r_[c[:-1], np.nan], y, {}),
+        (c, np.r_[y[:-1], np.inf], {}),
+        (-c, y, {}),
+        (c, np.full(c.size, 0.5), {}),
+        (c, np.full(c.size, 0.5), {"r0": 0.5}),
+        (c, y, {"min_compute": 1e9}),
+        (c[:3], y[:3], {}),
+        (np.full(c.size, 5.0), y, {}),
+        (c, y, {"r0": math.nan}),
+        (c, y, {"bounds": "tight"}),
+        (c, y[:-1], {}),
+    ]
+    for c_bad, y_bad, kw in bad:
+        fast, general = fit_both_ways(c_bad, y_bad, **kw)
+        assert isinstance(general[0], Exception), kw
+        if fast is not None:  # the data pass the checks, the bounds do not: the same error
+            assert_same_fit(fast, general)
+
+
+def grid_rss_two_pass(S, y, w, r0):
+    """The bootstrap screen's RSS at every grid point, in numpy: unbounded linear least squares
+    by two-pass centred moments (accurate also where a grid curve is nearly flat)."""
+    w2 = w * w
+    if r0 is not None:
+        d = y - r0
+        a = np.einsum("kn,gn->kg", w2 * d, S)
+        rss = np.sum(w2 * d * d, axis=1)[:, None] - a * a / np.einsum("kn,gn->kg", w2, S * S)
+        return np.where(np.isfinite(rss), rss, np.inf)
+    tw = w2.sum(axis=1)
+    yc = y - ((w2 * y).sum(axis=1) / tw)[:, None]
+    s_mean = np.einsum("kn,gn->kg", w2, S) / tw[:, None]  # (k, G)
+    sc = S[None, :, :] - s_mean[:, :, None]  # (k, G, n)
+    var = np.einsum("kn,kgn->kg", w2, sc * sc)
+    cov = np.einsum("kn,kgn->kg", w2 * yc, sc)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rss = np.sum(w2 * yc * yc, axis=1)[:, None] - np.where(var > 0, cov * cov / var, np.inf)
+    return np.where(np.isfinite(rss), rss, np.inf)
+
+
+@pytest.mark.parametrize("r0", [None, 0.1])
+def test_regression_the_compiled_bootstrap_screen_finds_the_grids_best_point(r0):
+    """The basin guard's grid screen (rlcurves.bootstrap.coarse_grid, compiled) picks each
+    resample's best grid point with its RSS, against the same least squares in numpy, on
+    resamples of the property-test curves with integer (pairs) weights, zero weights included.
+    (The raw-moment numpy screen it replaced ranked some nearly flat grid curves best by
+    cancellation; the compiled one centres its moments.)"""
+    from rlcurves.bootstrap import _GRID_B_TIMES_SPAN, _GRID_M_IN_SPANS, coarse_grid
+    from rlcurves.model import fraction_of_gain
+
+    compute, reward = property_like_curves(11, 12, 40)
+    rng = np.random.default_rng(12)
+    rows = np.arange(50)
+    for c, y0 in zip(compute, reward, strict=True):
+        x = log_compute(c)
+        y = y0 + rng.normal(0, 0.01, (50, c.size))
+        w = np.sqrt(rng.multinomial(c.size, np.full(c.size, 1 / c.size), size=50)).astype(float)
+        theta, rss, _ = coarse_grid(x, y, w, r0)
+        span = x.max() - x.min()
+        lb, m = np.meshgrid(np.log(_GRID_B_TIMES_SPAN / span), x.min() + span * _GRID_M_IN_SPANS)
+        lb, m = lb.ravel(), m.ravel()
+        S = fraction_of_gain(x[None, :], np.exp(lb)[:, None], m[:, None])
+        want = grid_rss_two_pass(S, y, w, r0)
+        picked = np.array([np.flatnonzero((lb == t0) & (m == t1))[0] for t0, t1 in theta])
+        # a grid curve within 1e-6 of flat over the data is known to the digits S keeps of its
+        # variation (a few): there both ways agree to that, elsewhere to rounding
+        np.testing.assert_allclose(rss, want[rows, picked], rtol=2e-2)
+        np.testing.assert_allclose(want[rows, picked], want.min(axis=1), rtol=2e-2)
+        shaped = np.ptp(S, axis=1) > 1e-6
+        best, best_rss = np.empty(50, dtype=np.int64), np.empty(50)
+        fixed = r0 is not None
+        K.coarse_grid_rss(np.ascontiguousarray(S[shaped]), y, w, fixed, r0 or 0.0, best, best_rss)
+        # the best point, or (a tie to rounding) one whose RSS is the smallest as well
+        np.testing.assert_allclose(best_rss, want[:, shaped][rows, best], rtol=1e-9)
+        np.testing.assert_allclose(best_rss, want[:, shaped].min(axis=1), rtol=1e-9)
 
 
 def test_regression_a_read_only_install_imports_and_compiles_without_a_cache(tmp_path):
