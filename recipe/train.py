@@ -373,7 +373,12 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         warnings.warn(f"config: {note}", UserWarning, stacklevel=2)
 
     s = setup(cfg, out, ranks)  # task, model (FP32 master weights), tokenizer, prompts
-    pool = SharedPool(PromptPool(len(s.train_prompts), cfg.seed, cfg.positive_threshold))
+    pool = SharedPool(
+        PromptPool(
+            len(s.train_prompts), cfg.seed, cfg.positive_threshold,
+            warn_below=10 * cfg.prompts_per_step if ranks.main else None,  # fewer: ~10 batches
+        )
+    )  # fmt: skip
     max_len = max(map(len, s.train_ids + s.val_ids)) + cfg.max_new_tokens
     generator, evaluator = make_generators(cfg, s, max_len)  # rank 0's (None elsewhere)
     try:  # the engines run processes (the pipeline's sampler, vLLM): stop them on any error

@@ -1,5 +1,9 @@
 """The prompt pool: epochs, no-positive-resampling, checkpointable state."""
 
+import warnings
+
+import pytest
+
 from recipe.curriculum import PromptPool
 
 
@@ -42,3 +46,18 @@ def test_state_round_trip_continues_identically():
 def test_different_epochs_shuffle_differently():
     pool = PromptPool(30, seed=0, positive_threshold=None)
     assert pool.next_batch(30) != pool.next_batch(30)
+
+
+def test_regression_a_pool_running_out_warns_once_before_it_is_empty():
+    """The CPU demo's seed 0 retired nearly all 20,000 prompts and collapsed on the last few
+    before the pool ran out: the pool warns when fewer than ``warn_below`` are left."""
+    pool = PromptPool(10, seed=0, positive_threshold=0.9, warn_below=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pool.update([0, 1, 2, 3, 4, 5], [1.0] * 6)  # 4 left: not below 4
+    with pytest.warns(UserWarning, match=r"only 3 of 10 training prompts are left.*train_prompts"):
+        pool.update([6], [0.95])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once
+        pool.update([7], [1.0])
+    assert pool.pool_size == 2
