@@ -29,8 +29,10 @@ class PromptPool:
         Retire prompts whose latest pass rate is >= this; None keeps every prompt.
     warn_below : int, optional
         Warn once when retirement leaves fewer prompts than this: training then cycles through
-        the hardest few (in the CPU demo validation fell from 0.93 to 0.31 within 40 steps of
-        about ten batches' worth being left, before the pool ran out).
+        the hardest few (in the CPU demo, validation fell from 0.93 to 0.31 within 40 steps of
+        about ten batches' worth being left, before the pool ran out). The trainer passes the
+        smaller of ten batches and a tenth of the pool, so a pool small from the start does
+        not warn.
     """
 
     def __init__(

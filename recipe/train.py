@@ -376,7 +376,9 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     pool = SharedPool(
         PromptPool(
             len(s.train_prompts), cfg.seed, cfg.positive_threshold,
-            warn_below=10 * cfg.prompts_per_step if ranks.main else None,  # fewer: ~10 batches
+            # ten batches' worth, or a tenth of a pool that small from the start
+            warn_below=min(10 * cfg.prompts_per_step, len(s.train_prompts) // 10)
+            if ranks.main else None,
         )
     )  # fmt: skip
     max_len = max(map(len, s.train_ids + s.val_ids)) + cfg.max_new_tokens
