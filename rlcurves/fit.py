@@ -14,7 +14,7 @@ from numpy.typing import ArrayLike
 from ._data import _column, as_float_array, resolve_xy
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .model import log_compute, sigmoid
-from .result import SigmoidFit, _sqrt_or_flag, covariance
+from .result import SigmoidFit, covariance, residual_variance, standard_errors
 from .solver import Bounds, solve_batch, solve_single
 
 Method = Literal["auto", "exact", "paper-grid", "lmfit"]
@@ -220,14 +220,8 @@ def _exact_fast(compute, reward, data, r0, min_compute, max_compute, bounds, abs
     ):  # fmt: skip
         return None
     A, R0, _, _, B, C_mid, rss = out[:7].tolist()
-    dof = n_win - p
-    if dof > 0:
-        cov *= rss / dof
-    else:
-        cov *= math.nan
-    stderr = {"A": _sqrt_or_flag(cov[0, 0]), "B": _sqrt_or_flag(cov[1, 1])}
-    stderr["C_mid"] = _sqrt_or_flag(cov[2, 2])
-    stderr["R0"] = math.nan if fixed else _sqrt_or_flag(cov[3, 3])
+    cov *= residual_variance(rss, n_win - p)
+    stderr = standard_errors(cov)
     peak = _peak_words(n_win, A, *out[7:].tolist())
     fit = _assemble(
         {"A": A, "B": B, "C_mid": C_mid, "R0": R0},

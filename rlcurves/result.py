@@ -383,10 +383,19 @@ def covariance(
         bool(r0_fixed),
         cov,
     )
-    dof = x.size - p
     if scale_by_residuals:
-        cov = cov * (rss / dof if dof > 0 else np.nan)
-    stderr = {name: _sqrt_or_flag(v) for name, v in zip(names, np.diag(cov), strict=False)}
-    if r0_fixed:
-        stderr["R0"] = math.nan
-    return cov, stderr, rss
+        cov = cov * residual_variance(rss, x.size - p)
+    return cov, standard_errors(cov), rss
+
+
+def residual_variance(rss: float, dof: int) -> float:
+    """``s^2 = RSS / dof``, the scale of an unweighted covariance (NaN without dof)."""
+    return rss / dof if dof > 0 else math.nan
+
+
+def standard_errors(cov: np.ndarray) -> dict[str, float]:
+    """Standard errors by name from a covariance in the order A, B, C_mid[, R0] (NaN for a
+    fixed R0, i.e. a 3 x 3 covariance; ``inf`` where a variance is negative or infinite)."""
+    stderr = {name: _sqrt_or_flag(cov[i, i]) for i, name in enumerate(PARAM_NAMES[: len(cov)])}
+    stderr.setdefault("R0", math.nan)
+    return stderr

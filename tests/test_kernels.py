@@ -33,13 +33,17 @@ def rel(a, b):
     return abs(a - b) / b
 
 
-@settings(
+# the property tests' settings: derandomized, so CI sees the same curves every run
+PROPERTY_SETTINGS = settings(
     max_examples=40,
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+@PROPERTY_SETTINGS
 @given(curves())
 def test_single_fit_matches_numpy_reference(curve):
     compute, reward, _, signal = curve
@@ -382,13 +386,7 @@ def assert_same_fit(fast, general):
     assert got.summary() == want.summary() and repr(got) == repr(want)
 
 
-@settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@PROPERTY_SETTINGS
 @given(curves())
 def test_regression_the_compiled_fit_path_gives_the_general_paths_fit(curve):
     """fit_sigmoid's one-call compiled path (validation, solve, covariance, peak check) against
