@@ -368,8 +368,7 @@ def paired_differences(baseline: RunsFit, variant: RunsFit, *, level: float = 0.
         mean = float(d.mean())
         lo = hi = math.nan
         if d.size >= 2 and np.all(np.isfinite(d)):
-            half = stats.t.ppf(0.5 + level / 2, d.size - 1) * d.std(ddof=1) / math.sqrt(d.size)
-            lo, hi = mean - half, mean + half
+            lo, hi = stats.ttest_1samp(d, 0.0).confidence_interval(level)
         rows.append(
             {"parameter": name, "mean": mean, "lower": lo, "upper": hi, "pairs": d.size,
              "per_pair": per}

@@ -29,7 +29,6 @@ import sys
 import warnings
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from scipy import stats
 
@@ -84,8 +83,8 @@ def paired_finals(
         return kept.groupby("run")["reward"].apply(lambda r: r.tail(3).mean())
 
     d = (finals(variant, windows[1]) - finals(base, windows[0])).dropna()
-    half = stats.t.ppf(0.5 + level / 2, len(d) - 1) * d.std(ddof=1) / np.sqrt(len(d))
-    return float(d.mean()), float(d.mean() - half), float(d.mean() + half)
+    ci = stats.ttest_1samp(d, 0.0).confidence_interval(level)
+    return float(d.mean()), float(ci.low), float(ci.high)
 
 
 def main(argv: list[str] | None = None) -> int:
