@@ -28,6 +28,7 @@ from scipy.optimize import brentq
 
 from ._format import format_compute
 from ._samples import SampleMethod, parameter_samples, tails
+from .decide import prob_greater
 from .errors import RLCurvesError
 from .model import PARAM_NAMES, sigmoid
 from .result import SigmoidFit
@@ -731,15 +732,6 @@ def variant_seed(seed: int | None, index: int) -> int | None:
     if seed is None:
         return None
     return int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
-
-
-def prob_greater(x: ArrayLike, y: ArrayLike) -> float:
-    """P(X > Y) for independent X, Y given by draws, over all pairs (ties count half)."""
-    x = np.asarray(x, dtype=float)
-    ys = np.sort(np.asarray(y, dtype=float))
-    below = np.searchsorted(ys, x, side="left")
-    not_above = np.searchsorted(ys, x, side="right")
-    return float(np.mean((below + not_above) / 2.0) / ys.size)
 
 
 def refit_with_A(fit: SigmoidFit, A: float) -> SigmoidFit:

@@ -19,6 +19,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from .errors import RLCurvesError
+from .predictive import Predictive
 
 if TYPE_CHECKING:
     from .calibrate import Calibration
@@ -64,6 +65,10 @@ class Forecast:
         are then the metric's whole range.
     note : str
         Warnings in words (unbounded interval, ceiling on its bound, a run that peaked).
+    predictive : Predictive or None
+        The predictive distribution the interval ``[lower, upper]`` comes from: every probability
+        a decision uses (:mod:`rlcurves.decide`) is computed from its draws. None when the
+        interval is unbounded.
     """
 
     at: np.ndarray | float
@@ -80,6 +85,7 @@ class Forecast:
     calibration_n: int = 0
     unbounded: bool = False
     note: str = ""
+    predictive: Predictive | None = field(default=None, repr=False)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per forecast point: at, mean, lower, upper, prediction_lower/upper."""
@@ -210,9 +216,11 @@ def forecast(
             plo, phi = np.clip(mean - phalf, *rng), np.clip(mean + phalf, *rng)
             cal_name, cal_n = cal.name, cal.n
             info.update(multiplier=q, scale=scale)
+            predictive = _matched_predictive(c, mean, lo, hi, level, rng, "curve", cal_name)
         else:
             lo, hi = boot.curve_band(samples, level)
             plo, phi = prediction_band(samples, boot, level, seed)
+            predictive = Predictive(c, samples, "curve", {"draws": f"{boot.kind} bootstrap"})
     elif method == "mcmc":
         from .bayes import posterior
 
@@ -221,6 +229,7 @@ def forecast(
         lo, hi = post.predict_interval(c, level)
         plo, phi = post.predict_interval(c, level, prediction=True, seed=seed)
         info = {"diagnostics": post.diagnostics()}
+        predictive = Predictive(c, samples, "curve", {"draws": "posterior"})
     else:
         from .profile import profile_prediction
 
@@ -229,6 +238,7 @@ def forecast(
         samples = None
         plo, phi = _widen_for_noise(fit, mean, lo, hi, level, rng)
         info = {"lower_open": band.lower_open, "upper_open": band.upper_open}
+        predictive = _matched_predictive(c, mean, lo, hi, level, rng, "curve", "profile")
 
     return Forecast(
         at=out(c),
@@ -244,6 +254,29 @@ def forecast(
         calibration=cal_name,
         calibration_n=cal_n,
         note="; ".join(notes),
+        predictive=predictive,
+    )
+
+
+# Draws of a distribution matched to an interval: deterministic normal quantiles, so that the
+# printed interval and every probability agree exactly at the printed level.
+_N_MATCHED = 2000
+
+
+def _matched_predictive(c, mean, lo, hi, level, rng, quantity, source) -> Predictive:
+    """A predictive distribution whose central ``level`` interval is ``[lo, hi]``: a normal on
+    each side (split at the mean, so an asymmetric interval stays asymmetric), clipped to the
+    metric's range."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf((1 + level) / 2))
+    u = norm.ppf((np.arange(_N_MATCHED) + 0.5) / _N_MATCHED)[:, None]
+    mean = np.asarray(mean, dtype=float)[None, :]
+    sd_lo = np.maximum(mean - np.asarray(lo, dtype=float)[None, :], 0.0) / z
+    sd_hi = np.maximum(np.asarray(hi, dtype=float)[None, :] - mean, 0.0) / z
+    draws = np.where(u < 0, mean + u * sd_lo, mean + u * sd_hi)
+    return Predictive(
+        c, np.clip(draws, *rng), quantity, {"draws": f"normal matched to the {source} interval"}
     )
 
 
