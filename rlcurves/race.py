@@ -1,0 +1,956 @@
+"""Race the runs of a sweep to one budget: stop the losers early, keep the late bloomer.
+
+:class:`Race` holds the evaluations of K runs of one sweep (``update(name, compute, reward)``),
+refits each run when it has new points and forecasts it at the common budget
+(:func:`rlcurves.forecast`; its predictive draws are the printed interval's), and returns a
+:class:`RaceReport`: who to stop now, the leader, and per run the forecast at the budget with its
+interval, the probability of being the best at the budget (:func:`rlcurves.decide.prob_best`)
+and the advice.
+
+Stopping by the forecast, not by the current value, is the point: a recipe that looks fast early
+often has the lower ceiling (ScaleRL), which successive halving and the median stopping rule
+cannot see. The error is controlled over the sweep as a whole, since several runs may be stopped
+at once and over many looks: the runs stopped so far form a set ``S``, and a run joins ``S``
+only while the probability that the best run of ``S`` would have ended more than ``tolerance``
+above the best run kept stays at most ``alpha`` (:func:`prob_regret_above`; the draws of all runs
+jointly, so near-ties count as they are, not through a union bound). That probability is the
+posterior risk of the decision given everything seen; a set that only grows while its risk is at
+most ``alpha`` loses the winner (by more than ``tolerance``) with probability at most ``alpha``
+when the forecasts are calibrated, however many looks there are (the risk at the last addition
+is the risk of the final set). A stop must also be advised on ``confirm`` consecutive reports
+(hysteresis against one noisy refit), never before ``min_fraction`` of the budget (forecasts
+from less are not calibrated: :mod:`rlcurves.calibrate` scores fractions 0.25-0.75), and never
+for a run whose fit does not determine its ceiling (:func:`rlcurves.monitor.identified`).
+
+Several seeds of one recipe race as one entry (``update(..., group="recipe")``): their curve is
+the pooled fit of :func:`rlcurves.fit_runs` with the seed-to-seed spread added to its forecast.
+Runs may start late and have their own evaluation grids (each is forecast at the budget from its
+own points); a run that crashes is marked with :meth:`Race.fail` (or falls silent past
+``stale_after`` seconds) and leaves the race.
+
+The rule that chooses the set to stop (:func:`stop_set`, :func:`prob_regret_above`) is a
+decision rule: it belongs in :mod:`rlcurves.decide` and is kept here, self-contained, until it
+moves there (marked ``MOVE TO decide.py`` below).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike
+
+from ._format import format_compute
+from .decide import _draws, prob_best
+from .errors import RLCurvesError
+
+if TYPE_CHECKING:
+    from .calibrate import Calibration
+    from .forecast import Forecast
+
+#: Advice of a run in a :class:`RaceReport`.
+TOO_EARLY = "too early to tell"
+CONTINUE = "continue"
+LEADER = "leader"
+STOP = "stop"
+FINISHED = "finished"
+FAILED = "failed"
+SILENT = "silent"
+ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, FAILED, SILENT)
+
+
+# ---- the sweep-level rule: MOVE TO decide.py (issue 27's decision module) ----------------------
+
+
+def _draw_matrix(runs: Mapping[str, Any], sign: int, seed: int) -> tuple[list[str], np.ndarray]:
+    """Independent draws of every run side by side, shape ``(n, len(runs))``, times ``sign``.
+
+    As in :func:`rlcurves.decide.prob_best`: draws of different counts are resampled to the
+    largest count, and each column is permuted so that rows pair independent draws (the draws
+    of a forecast may be sorted quantiles). MOVE TO decide.py, shared with ``prob_best``.
+    """
+    names = list(runs)
+    draws = [sign * _draws(runs[k]) for k in names]
+    n = max(d.size for d in draws)
+    rng = np.random.default_rng(seed)
+    cols = [d if d.size == n else rng.choice(d, n) for d in draws]
+    return names, np.column_stack([rng.permutation(c) for c in cols])
+
+
+def prob_regret_above(
+    runs: Mapping[str, Any],
+    stopped: Collection[str],
+    *,
+    tolerance: float = 0.0,
+    sign: int = 1,
+    seed: int = 0,
+) -> float:
+    """P(the best of the ``stopped`` runs ends more than ``tolerance`` above the best of the rest).
+
+    The probability that stopping ``stopped`` loses the sweep's winner by more than
+    ``tolerance`` (the regret of the sweep exceeds it), the runs independent, each given by its
+    forecast at the budget (a Forecast, Predictive or draws; see :mod:`rlcurves.decide`). One
+    event for the whole set, so stopping several runs at once is priced jointly (no union bound).
+
+    MOVE TO decide.py: a decision rule over a sweep, beside ``prob_best``.
+
+    Parameters
+    ----------
+    runs : mapping of name -> Forecast, Predictive or draws
+        Every run that counts: the stopped ones and the ones kept.
+    stopped : collection of str
+        Names (keys of ``runs``) of the runs stopped or to stop.
+    tolerance : float
+        Regret that does not count as losing (>= 0, in reward units).
+    sign : {1, -1}
+        -1 when lower is better.
+    seed : int
+        Seed of the resampling (see :func:`rlcurves.decide.prob_best`).
+
+    Returns
+    -------
+    float
+        1.0 when no run would be kept; 0.0 when none is stopped.
+    """
+    if sign not in (1, -1):
+        raise RLCurvesError(f"sign must be 1 or -1, got {sign!r}")
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise RLCurvesError(f"tolerance must be a reward difference >= 0, got {tolerance!r}")
+    unknown = [s for s in stopped if s not in runs]
+    if unknown:
+        raise RLCurvesError(f"stopped names {unknown} are not among the runs {list(runs)}")
+    names, m = _draw_matrix(runs, sign, seed)
+    return _risk(m, np.isin(names, list(stopped)), tolerance)
+
+
+def _risk(m: np.ndarray, stop: np.ndarray, tolerance: float) -> float:
+    if not stop.any():
+        return 0.0
+    if stop.all():
+        return 1.0
+    return float(np.mean(m[:, stop].max(axis=1) - m[:, ~stop].max(axis=1) > tolerance))
+
+
+def stop_set(
+    runs: Mapping[str, Any],
+    candidates: Sequence[str],
+    *,
+    alpha: float,
+    tolerance: float = 0.0,
+    stopped: Collection[str] = (),
+    sign: int = 1,
+    seed: int = 0,
+) -> tuple[list[str], float]:
+    """The runs to stop: ``candidates`` in order, each added while the sweep's risk stays <= alpha.
+
+    The risk is :func:`prob_regret_above` of the runs ``stopped`` already plus those chosen. It
+    only grows as runs are added, so the greedy pass in the given order (least likely to win
+    first) returns a set no further candidate can join.
+
+    MOVE TO decide.py: the family-wise rule of a sweep (it replaces a Holm or Bonferroni
+    correction over per-run tests: the events "run i is the winner" are disjoint, and the joint
+    draws price the set exactly).
+
+    Parameters
+    ----------
+    runs : mapping of name -> Forecast, Predictive or draws
+        Every run that counts (kept, stopped and candidates).
+    candidates : sequence of str
+        Runs that may be stopped now, in the order to try them.
+    alpha : float
+        The largest risk allowed, in [0, 1).
+    tolerance, sign, seed
+        As in :func:`prob_regret_above`.
+    stopped : collection of str
+        Runs already stopped (they count in the risk, and are not returned).
+
+    Returns
+    -------
+    (list of str, float)
+        The candidates to stop, in order, and the risk of all stopped runs with them.
+    """
+    if not 0 <= alpha < 1:
+        raise RLCurvesError(f"alpha must be in [0, 1), e.g. 0.05; got {alpha!r}")
+    risk = prob_regret_above(runs, stopped, tolerance=tolerance, sign=sign, seed=seed)
+    names, m = _draw_matrix(runs, sign, seed)
+    mask = np.isin(names, list(stopped))
+    chosen = []
+    for c in candidates:
+        if c not in runs:
+            raise RLCurvesError(f"candidate {c!r} is not among the runs {list(runs)}")
+        trial = mask | (np.asarray(names) == c)
+        r = _risk(m, trial, tolerance)
+        if r <= alpha:
+            mask, risk = trial, r
+            chosen.append(c)
+    return chosen, risk
+
+
+# ---- the race ---------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Run:
+    name: str
+    compute: list[float] = field(default_factory=list)
+    reward: list[float] = field(default_factory=list)
+    last_seen: float = field(default_factory=time.monotonic)
+    failed: str | None = None
+    ended: bool = False
+    stopped_at: float | None = None
+
+    @property
+    def now(self) -> float:
+        return max(self.compute) if self.compute else 0.0
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One racer: a run, or the seeds of one recipe (a group)."""
+
+    name: str
+    runs: dict[str, _Run] = field(default_factory=dict)
+    stopped: bool = False
+    proposed: int = 0
+    reason: str = ""
+    key: tuple = ()
+    fit: Any = None
+    forecast: Forecast | None = None
+    draws: np.ndarray | None = None
+    identified: bool = False
+    why: str = ""
+
+    @property
+    def now(self) -> float:
+        return max((r.now for r in self.runs.values()), default=0.0)
+
+    @property
+    def n_points(self) -> int:
+        return sum(len(r.compute) for r in self.runs.values())
+
+    @property
+    def failed(self) -> bool:
+        return all(r.failed is not None for r in self.runs.values())
+
+    def points(self) -> pd.DataFrame:
+        frames = [
+            pd.DataFrame({"compute": r.compute, "reward": r.reward, "run": r.name})
+            for r in self.runs.values()
+            if r.failed is None or r.compute
+        ]
+        df = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame({"compute": [], "reward": [], "run": []})
+        )
+        return (
+            df.astype({"compute": float, "reward": float})
+            .sort_values("compute", kind="stable")
+            .reset_index(drop=True)
+        )
+
+
+@dataclass(eq=False, repr=False)
+class RaceReport:
+    """Where a sweep's race stands: who to stop, who leads, each run's forecast at the budget.
+
+    Attributes
+    ----------
+    stop : list of str
+        The runs to stop now: every run of an entry the race has stopped (this report or an
+        earlier one) that has not ended or failed; a scheduler stops them on sight.
+    stopped_now : list of str
+        The entries stopped by this report.
+    leader : str or None
+        The entry most likely to be the best at the budget (None before any forecast).
+    table : pandas.DataFrame
+        One row per entry (best forecast first): ``run, status, advice, compute, fraction,
+        n_points, mean, lower, upper`` (the forecast at the budget and its interval at
+        ``level``), ``p_best`` (probability of being the best at the budget, among the entries
+        with a forecast), ``reason``.
+    compute_saved : float
+        Compute the stops save: for every stopped run, the budget minus its compute when stopped.
+    fraction_saved : float
+        ``compute_saved`` over the compute of running every run to the budget.
+    risk : float
+        Probability that the stopped entries include one that would have ended more than
+        ``tolerance`` above every entry kept (:func:`prob_regret_above`, current forecasts).
+    budget, level, alpha, tolerance : float
+        The race's settings.
+    points : dict
+        Entry -> its evaluations (``compute, reward, run``), for :meth:`plot`.
+    fits, forecasts : dict
+        Entry -> its latest fit and forecast at the budget (absent before a first fit).
+    stop_compute : dict
+        Run -> its compute when its entry was stopped.
+    """
+
+    stop: list[str]
+    stopped_now: list[str]
+    leader: str | None
+    table: pd.DataFrame
+    compute_saved: float
+    fraction_saved: float
+    risk: float
+    budget: float
+    level: float
+    alpha: float
+    tolerance: float
+    points: dict[str, pd.DataFrame] = field(default_factory=dict)
+    fits: dict[str, Any] = field(default_factory=dict)
+    forecasts: dict[str, Forecast] = field(default_factory=dict)
+    stop_compute: dict[str, float] = field(default_factory=dict)
+    higher_is_better: bool = True
+
+    def advice(self, name: str) -> str:
+        """The advice for one entry (or one run of a group)."""
+        row = self._row(name)
+        return str(row["advice"])
+
+    def _row(self, name: str) -> pd.Series:
+        t = self.table.set_index("run")
+        if name in t.index:
+            return t.loc[name]
+        for entry, runs in self.table.set_index("run")["runs"].items():
+            if name in runs:
+                return t.loc[entry]
+        raise RLCurvesError(f"no run {name!r} in the race; runs: {list(t.index)}")
+
+    def summary(self) -> str:
+        """The race in a few lines: the table, then who to stop and why."""
+        n = len(self.table)
+        stopped = int((self.table["status"] == "stopped").sum())
+        lines = [
+            f"[[Race]] {n} runs to the budget {format_compute(self.budget)}: {stopped} stopped, "
+            f"{self.fraction_saved:.0%} of the sweep's compute saved; leader: {self.leader}",
+            f"    risk that the stopped runs include one that ends more than {self.tolerance:g} "
+            f"above all runs kept: {self.risk:.3f} (alpha {self.alpha:g})",
+        ]
+        width = max([len("run"), *(len(str(r)) for r in self.table["run"])])
+        head = f"forecast at budget [{self.level:.0%}]"
+        lines.append(f"    {'run':<{width}}  {'at':>5}  {head:<27}  {'p(best)':>7}  advice")
+        for _, r in self.table.iterrows():
+            fc = (
+                "-"
+                if not np.isfinite(r["mean"])
+                else f"{r['mean']:.3f} [{r['lower']:.3f}, {r['upper']:.3f}]"
+            )
+            pb = "-" if not np.isfinite(r["p_best"]) else f"{r['p_best']:.3f}"
+            lines.append(
+                f"    {r['run']:<{width}}  {r['fraction']:>5.0%}  {fc:<27}  {pb:>7}  {r['advice']}"
+            )
+        for _, r in self.table.iterrows():
+            if r["advice"] in (STOP, FAILED, SILENT) or r["reason"].startswith("stop proposed"):
+                lines.append(f"    {r['run']}: {r['reason']}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+    def __repr__(self) -> str:
+        return (
+            f"RaceReport({len(self.table)} runs, stop={self.stop}, leader={self.leader!r}, "
+            f"saved {self.fraction_saved:.0%})"
+        )
+
+    def plot(self, ax=None, **kwargs: Any):
+        """Every run with its forecast at the budget, stopped runs marked (:func:`plot_race`)."""
+        return plot_race(self, ax=ax, **kwargs)
+
+
+class Race:
+    """K runs of one sweep racing to one budget; stop the ones that will not win.
+
+    Parameters
+    ----------
+    budget : float
+        The compute every run is planned to reach, in the units of the compute values passed
+        (each run's own compute: a run that starts late counts from its own start).
+    alpha : float
+        The largest probability, over the whole sweep, that the stopped runs include one that
+        would have ended more than ``tolerance`` above every run kept (see the module docstring).
+    tolerance : float
+        Regret that does not count as losing the winner, in reward units (0.01: one point of
+        pass rate).
+    level : float
+        Level of the printed intervals (the draws behind every probability are the same).
+    min_fraction : float
+        Fraction of the budget a run must have spent before it may be stopped.
+    min_points : int
+        Evaluations a run needs before it may be stopped.
+    confirm : int
+        Consecutive reports that must advise a stop before it is made (1: at once).
+    higher_is_better : bool
+        False for a loss.
+    n_samples : int
+        Bootstrap resamples per forecast.
+    seed : int
+        Seed of the forecasts and of the resampling of their draws.
+    calibration : Calibration, optional
+        Passed to :func:`rlcurves.forecast` (default: the shipped calibration).
+    fit_kws : dict, optional
+        Passed to :func:`rlcurves.fit_sigmoid` (``r0``, ``min_compute``...).
+    stale_after : float, optional
+        Seconds without an update after which a running run counts as silent (crashed): it
+        leaves the race until it reports again.
+    progress : bool
+        A progress bar over the refits of one report.
+
+    Examples
+    --------
+    >>> race = Race(budget=200, tolerance=0.01)                                   # doctest: +SKIP
+    >>> race.update("lr3e-5", step, val_accuracy)                                 # doctest: +SKIP
+    >>> report = race.report(); report.stop                                        # doctest: +SKIP
+    ['lr5e-6', 'lr1e-5']
+    """
+
+    def __init__(
+        self,
+        budget: float,
+        *,
+        alpha: float = 0.05,
+        tolerance: float = 0.01,
+        level: float = 0.9,
+        min_fraction: float = 0.25,
+        min_points: int = 8,
+        confirm: int = 2,
+        higher_is_better: bool = True,
+        n_samples: int = 300,
+        seed: int = 0,
+        calibration: Calibration | None = None,
+        fit_kws: dict[str, Any] | None = None,
+        stale_after: float | None = None,
+        progress: bool = False,
+    ) -> None:
+        budget = float(budget)
+        if not (math.isfinite(budget) and budget > 0):
+            raise RLCurvesError(f"budget must be a positive compute value, got {budget}")
+        if not 0 <= alpha < 1:
+            raise RLCurvesError(f"alpha must be in [0, 1), e.g. 0.05; got {alpha}")
+        if not (math.isfinite(tolerance) and tolerance >= 0):
+            raise RLCurvesError(f"tolerance must be a reward difference >= 0, got {tolerance}")
+        if not 0 < level < 1:
+            raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
+        if not 0 <= min_fraction <= 1:
+            raise RLCurvesError(f"min_fraction must be in [0, 1], got {min_fraction}")
+        for name, value in (
+            ("min_points", min_points),
+            ("confirm", confirm),
+            ("n_samples", n_samples),
+        ):
+            if int(value) < 1:
+                raise RLCurvesError(f"{name} must be a positive integer, got {value}")
+        if stale_after is not None and not stale_after > 0:
+            raise RLCurvesError(
+                f"stale_after must be a positive number of seconds, got {stale_after}"
+            )
+        self.budget = budget
+        self.alpha = float(alpha)
+        self.tolerance = float(tolerance)
+        self.level = float(level)
+        self.min_fraction = float(min_fraction)
+        self.min_points = int(min_points)
+        self.confirm = int(confirm)
+        self.sign = 1 if higher_is_better else -1
+        self.n_samples = int(n_samples)
+        self.seed = int(seed)
+        self.calibration = calibration
+        self.fit_kws = dict(fit_kws or {})
+        self.stale_after = stale_after
+        self.progress = progress
+        self._entries: dict[str, _Entry] = {}
+        self._run_entry: dict[str, str] = {}
+        self._report: RaceReport | None = None
+        self._state: tuple = ()
+
+    # ---- data in ----------------------------------------------------------------------------
+    @property
+    def runs(self) -> list[str]:
+        """Every run's name, in order of arrival."""
+        return list(self._run_entry)
+
+    def update(
+        self, name: str, compute: ArrayLike, reward: ArrayLike, *, group: str | None = None
+    ) -> None:
+        """Add evaluations of one run.
+
+        Parameters
+        ----------
+        name : str
+            The run (a trial, a seed).
+        compute, reward : float or array_like
+            Compute at the evaluation(s) (the run's own, same units as ``budget``) and reward.
+        group : str, optional
+            The recipe this run is a seed of: the seeds of one recipe race as one entry (their
+            pooled curve, see :func:`rlcurves.fit_runs`). Default: the run races alone.
+        """
+        name = str(name)
+        c = np.atleast_1d(np.asarray(compute, dtype=float))
+        r = np.atleast_1d(np.asarray(reward, dtype=float))
+        if c.shape != r.shape or c.ndim != 1:
+            raise RLCurvesError(
+                f"compute and reward of run {name!r} must have the same length, got {c.shape} "
+                f"and {r.shape}"
+            )
+        if not (np.all(np.isfinite(c)) and np.all(np.isfinite(r))) or np.any(c < 0):
+            raise RLCurvesError(
+                f"compute and reward of run {name!r} must be finite and compute >= 0; got "
+                f"compute {c.tolist()[:5]}, reward {r.tolist()[:5]}"
+            )
+        run = self._run(name, group)
+        run.compute.extend(c.tolist())
+        run.reward.extend(r.tolist())
+        run.last_seen = time.monotonic()
+
+    def _run(self, name: str, group: str | None) -> _Run:
+        entry_name = self._run_entry.get(name)
+        wanted = name if group is None else str(group)
+        if entry_name is not None:
+            if group is not None and entry_name != wanted:
+                raise RLCurvesError(
+                    f"run {name!r} was added to group {entry_name!r}; it cannot move to group "
+                    f"{wanted!r}"
+                )
+            return self._entries[entry_name].runs[name]
+        if group is not None and group in self._run_entry and group != name:
+            raise RLCurvesError(f"group {group!r} is already the name of a run; name it otherwise")
+        if group is None and name in self._entries:
+            raise RLCurvesError(f"{name!r} is already the name of a group; name the run otherwise")
+        entry = self._entries.setdefault(wanted, _Entry(wanted))
+        entry.runs[name] = _Run(name)
+        self._run_entry[name] = wanted
+        return entry.runs[name]
+
+    def fail(self, name: str, reason: str = "crashed") -> None:
+        """Mark a run as failed (crashed, diverged): it leaves the race, its points are kept."""
+        run = self._known(name)
+        run.failed = str(reason) or "failed"
+
+    def end(self, name: str) -> None:
+        """Mark a run as ended by its own trainer (it will not report again): it stays in the
+        race with its forecast at the budget, and is not to be stopped."""
+        self._known(name).ended = True
+
+    def _known(self, name: str) -> _Run:
+        entry = self._run_entry.get(str(name))
+        if entry is None:
+            raise RLCurvesError(f"no run {name!r} in the race; runs: {self.runs}")
+        return self._entries[entry].runs[str(name)]
+
+    # ---- the report -------------------------------------------------------------------------
+    def report(self) -> RaceReport:
+        """Refit the runs with new points and decide (cached until something changes)."""
+        from tqdm.auto import tqdm
+
+        state = tuple(
+            (n, len(r.compute), r.failed, r.ended, self._is_silent(r))
+            for e in self._entries.values()
+            for n, r in e.runs.items()
+        )
+        if self._report is not None and state == self._state:
+            return self._report
+        live = [e for e in self._entries.values() if not e.failed]
+        for i, e in enumerate(tqdm(live, desc="race refits", disable=not self.progress)):
+            self._refit(e, i)
+        self._report = self._decide()
+        self._state = state
+        return self._report
+
+    def _is_silent(self, run: _Run) -> bool:
+        return (
+            self.stale_after is not None
+            and run.failed is None
+            and not run.ended
+            and run.now < self.budget
+            and time.monotonic() - run.last_seen > self.stale_after
+        )
+
+    def _refit(self, e: _Entry, i: int) -> None:
+        from .forecast import forecast
+        from .monitor import identified
+
+        key = tuple((n, len(r.compute), r.failed) for n, r in e.runs.items())
+        if key == e.key:
+            return
+        e.key = key
+        pts = e.points()
+        pts = pts[pts["run"].isin([n for n, r in e.runs.items() if r.failed is None])]
+        e.fit = e.forecast = e.draws = None
+        e.identified, e.why = False, ""
+        seed = self.seed + 7919 * (i + 1)  # one stream per entry: independent draws
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the table carries the fit's notes
+                fit, extra = self._fit(e, pts, seed)
+                fc = forecast(
+                    fit,
+                    self.budget,
+                    level=self.level,
+                    n=self.n_samples,
+                    seed=seed,
+                    progress=False,
+                    calibration=self.calibration,
+                )
+        except RLCurvesError as exc:
+            e.why = f"no fit yet: {exc}"
+            return
+        e.fit, e.forecast = fit, fc
+        e.identified, e.why = identified(fit)
+        if fc.predictive is None:
+            e.identified = False
+            e.why = e.why or "the forecast interval is unbounded (too few points)"
+            return
+        d = fc.predictive.column(0)
+        if extra is not None:  # seed-to-seed spread of a recipe, on top of the forecast's own
+            rng = np.random.default_rng(seed)
+            d = np.clip(d + rng.permutation(np.resize(extra, d.size)), *_range(fit))
+        e.draws = d
+
+    def _fit(self, e: _Entry, pts: pd.DataFrame, seed: int):
+        """The entry's curve: one run's fit, or the pooled fit of its seeds plus their spread."""
+        from .fit import fit_sigmoid
+        from .model import sigmoid
+        from .runs import fit_runs
+
+        counts = pts.groupby("run")["compute"].size()
+        seeds = [str(n) for n, k in counts.items() if k >= self.min_points]
+        if len(seeds) < 2:
+            fit = fit_sigmoid(
+                pts["compute"].to_numpy(), pts["reward"].to_numpy(), label=e.name, **self.fit_kws
+            )
+            return fit, None
+        rf = fit_runs(
+            pts[pts["run"].isin(seeds)],
+            n_boot=self.n_samples,
+            seed=seed,
+            label=e.name,
+            per_run=False,
+            **self.fit_kws,
+        )
+        s = rf.samples
+        curves = sigmoid(self.budget, s["A"], s["B"], s["C_mid"], s["R0"])
+        curves = np.asarray(curves, dtype=float)
+        return rf.pooled, curves - curves.mean()
+
+    def _decide(self) -> RaceReport:
+        entries = list(self._entries.values())
+        status = {e.name: self._status(e) for e in entries}
+        with_draws = {
+            e.name: e.draws
+            for e in entries
+            if e.draws is not None and status[e.name] not in (FAILED, SILENT)
+        }
+        p_best = prob_best(with_draws, sign=self.sign, seed=self.seed) if with_draws else {}
+        racing = [k for k in p_best if status[k] != "stopped"] or list(p_best)
+        leader = (
+            max(racing, key=lambda k: (p_best[k], self.sign * float(np.mean(with_draws[k]))))
+            if racing
+            else None
+        )
+        # who counts in the risk: stopped entries (their last forecast) and the entries kept
+        # whose forecast can be trusted (an unidentified fit is left out: it may not hold up)
+        counted = {
+            k: d
+            for k, d in with_draws.items()
+            if status[k] == "stopped" or self._entries[k].identified
+        }
+        stopped = [k for k in counted if status[k] == "stopped"]
+        eligible = {e.name: self._eligible(e, status[e.name], leader) for e in entries}
+        candidates = sorted(
+            (k for k, why in eligible.items() if why is None and k in counted),
+            key=lambda k: (p_best.get(k, 0.0), self.sign * float(np.mean(counted[k]))),
+        )
+        stopped_now: list[str] = []
+        risk = 0.0
+        if counted:
+            proposal, _ = stop_set(
+                counted,
+                candidates,
+                alpha=self.alpha,
+                tolerance=self.tolerance,
+                stopped=stopped,
+                sign=self.sign,
+                seed=self.seed,
+            )
+            for k in candidates:
+                e = self._entries[k]
+                e.proposed = e.proposed + 1 if k in proposal else 0
+                if e.proposed >= self.confirm:
+                    stopped_now.append(k)
+            for k in set(eligible) - set(candidates):
+                self._entries[k].proposed = 0
+            for k in stopped_now:
+                e = self._entries[k]
+                e.stopped = True
+                status[k] = "stopped"
+                for r in e.runs.values():
+                    r.stopped_at = r.now
+            risk = prob_regret_above(
+                counted,
+                [k for k in counted if status[k] == "stopped"],
+                tolerance=self.tolerance,
+                sign=self.sign,
+                seed=self.seed,
+            )
+            for k in stopped_now:
+                e = self._entries[k]
+                e.reason = (
+                    f"stopped at {e.now / self.budget:.0%} of the budget: p(best) = "
+                    f"{p_best.get(k, 0.0):.3f}; with the runs stopped so far, p(one of them "
+                    f"would end more than {self.tolerance:g} above every run kept) = {risk:.3f} "
+                    f"<= alpha {self.alpha:g}; forecast {_fc_words(e)} vs the leader "
+                    f"{leader}'s {_fc_words(self._entries[leader])}"
+                )
+        rows = [self._row(e, status[e.name], p_best, eligible[e.name], leader) for e in entries]
+        table = pd.DataFrame(
+            rows,
+            columns=[
+                "run",
+                "runs",
+                "status",
+                "advice",
+                "compute",
+                "fraction",
+                "n_points",
+                "mean",
+                "lower",
+                "upper",
+                "p_best",
+                "reason",
+            ],
+        )
+        order = np.argsort(
+            -self.sign * table["mean"].fillna(-self.sign * np.inf).to_numpy(), kind="stable"
+        )
+        table = table.iloc[order].reset_index(drop=True)
+        stop_runs = [
+            n
+            for e in entries
+            if e.stopped
+            for n, r in e.runs.items()
+            if r.failed is None and not r.ended and r.now < self.budget
+        ]
+        stop_compute = {
+            n: r.stopped_at
+            for e in entries
+            if e.stopped
+            for n, r in e.runs.items()
+            if r.stopped_at is not None
+        }
+        saved = float(sum(max(self.budget - c, 0.0) for c in stop_compute.values()))
+        n_runs = sum(len(e.runs) for e in entries)
+        return RaceReport(
+            stop=stop_runs,
+            stopped_now=stopped_now,
+            leader=leader,
+            table=table,
+            compute_saved=saved,
+            fraction_saved=saved / (n_runs * self.budget) if n_runs else 0.0,
+            risk=risk,
+            budget=self.budget,
+            level=self.level,
+            alpha=self.alpha,
+            tolerance=self.tolerance,
+            points={e.name: e.points() for e in entries},
+            fits={e.name: e.fit for e in entries if e.fit is not None},
+            forecasts={e.name: e.forecast for e in entries if e.forecast is not None},
+            stop_compute=stop_compute,
+            higher_is_better=self.sign > 0,
+        )
+
+    def _status(self, e: _Entry) -> str:
+        if e.failed:
+            return FAILED
+        if e.stopped:
+            return "stopped"
+        live = [r for r in e.runs.values() if r.failed is None]
+        if all(r.ended or r.now >= self.budget for r in live):
+            return FINISHED
+        if all(self._is_silent(r) or r.ended or r.now >= self.budget for r in live):
+            return SILENT
+        return "running"
+
+    def _eligible(self, e: _Entry, status: str, leader: str | None) -> str | None:
+        """Why the entry may not be stopped now (None: it may)."""
+        if status != "running":
+            return status
+        if e.name == leader:
+            return "the leader"
+        live = [r for r in e.runs.values() if r.failed is None and not r.ended]
+        n = min(len(r.compute) for r in live)
+        if n < self.min_points:
+            return f"{n} of the {self.min_points} evaluations needed (min_points)"
+        frac = e.now / self.budget
+        if frac < self.min_fraction:
+            return (
+                f"{frac:.0%} of the budget spent, stops from {self.min_fraction:.0%} on "
+                "(min_fraction)"
+            )
+        if e.draws is None or not e.identified:
+            return f"the fit does not determine the ceiling yet ({e.why})"
+        return None
+
+    def _row(
+        self, e: _Entry, status: str, p_best: dict, why_not: str | None, leader: str | None
+    ) -> dict:
+        fc = e.forecast
+        mean = lower = upper = math.nan
+        if fc is not None and not fc.unbounded:
+            mean, lower, upper = float(fc.mean), float(fc.lower), float(fc.upper)
+        if e.draws is not None and len(e.runs) > 1:  # a recipe's seeds: their spread included
+            lower, upper = (
+                float(v) for v in np.quantile(e.draws, [(1 - self.level) / 2, (1 + self.level) / 2])
+            )
+        pb = p_best.get(e.name, math.nan)
+        if status == FAILED:
+            reasons = sorted({r.failed for r in e.runs.values() if r.failed})
+            advice, reason = FAILED, f"failed: {'; '.join(reasons)}"
+        elif status == SILENT:
+            advice, reason = (
+                SILENT,
+                (
+                    f"no report for more than {self.stale_after:g} s "
+                    "(stale_after): out of the race until it reports again"
+                ),
+            )
+        elif status == "stopped":
+            advice, reason = STOP, e.reason
+        elif status == FINISHED:
+            advice, reason = FINISHED, f"reached the budget; forecast {_fc_words(e)}"
+        elif e.name == leader:
+            advice, reason = LEADER, f"most likely the best at the budget: {_fc_words(e)}"
+        elif why_not is not None:
+            advice, reason = TOO_EARLY, why_not
+        elif e.proposed:
+            advice, reason = (
+                CONTINUE,
+                (
+                    f"stop proposed on {e.proposed} of the {self.confirm} "
+                    "consecutive reports needed (confirm)"
+                ),
+            )
+        else:
+            advice, reason = (
+                CONTINUE,
+                (
+                    f"p(best) = {pb:.3f}: stopping it would put the risk "
+                    f"of losing the winner above alpha {self.alpha:g}"
+                ),
+            )
+        return {
+            "run": e.name,
+            "runs": list(e.runs),
+            "status": status,
+            "advice": advice,
+            "compute": e.now,
+            "fraction": e.now / self.budget,
+            "n_points": e.n_points,
+            "mean": mean,
+            "lower": lower,
+            "upper": upper,
+            "p_best": pb,
+            "reason": reason,
+        }
+
+
+def _range(fit) -> tuple[float, float]:
+    from .bootstrap import metric_range
+
+    return metric_range(fit)
+
+
+def _fc_words(e: _Entry) -> str:
+    fc = e.forecast
+    if fc is None or fc.unbounded:
+        return "(no forecast)"
+    return f"{float(fc.mean):.3f} [{float(fc.lower):.3f}, {float(fc.upper):.3f}]"
+
+
+def plot_race(report: RaceReport, ax=None, *, n_curve: int = 100):
+    """Every run's evaluations, its fitted curve to the budget and its forecast interval there.
+
+    Stopped runs are drawn faint from the compute where they were stopped, with a cross; the
+    leader's forecast is drawn bold.
+
+    Parameters
+    ----------
+    report : RaceReport
+    ax : matplotlib Axes, optional
+    n_curve : int
+        Points of each fitted curve.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from .plot import _axes, style
+
+    fig, ax = _axes(ax, figsize=(7.6, 4.6))
+    t = report.table.set_index("run")
+    names = list(report.points)
+    k = max(len(names), 1)
+    for i, name in enumerate(names):
+        color, marker = style(i)
+        row = t.loc[name]
+        pts = report.points[name]
+        stopped = row["status"] == "stopped"
+        dense = len(pts) > 80 * max(len(row["runs"]), 1)
+        label = f"{name}: {row['advice']}"
+        if stopped:
+            at = min(report.stop_compute.get(r, math.inf) for r in row["runs"])
+            label = f"{name}: stopped at {at / report.budget:.0%}"
+        for j, (_, g) in enumerate(pts.groupby("run", sort=False)):
+            kw = dict(color=color, alpha=0.45 if stopped else 0.8, label=label if j == 0 else None)
+            if dense:
+                ax.plot(g["compute"], g["reward"], lw=0.8, **kw)
+            else:
+                ax.plot(g["compute"], g["reward"], marker=marker, ms=3, lw=0.6, **kw)
+        fit = report.fits.get(name)
+        if fit is not None:
+            c0 = float(pts["compute"].max()) if len(pts) else 0.0
+            grid = np.linspace(max(c0, 1e-12), report.budget, n_curve)
+            ax.plot(
+                grid,
+                fit.predict(grid),
+                color=color,
+                ls="--",
+                lw=1.0,
+                alpha=0.45 if stopped else 0.9,
+            )
+        if stopped:
+            at = min(report.stop_compute.get(r, math.inf) for r in row["runs"])
+            y = float(pts.loc[pts["compute"] <= at, "reward"].iloc[-1]) if len(pts) else math.nan
+            ax.plot([at], [y], marker="X", ms=9, color=color, mec="black", zorder=6)
+        if np.isfinite(row["mean"]):
+            x = report.budget * (1 + 0.012 * (i - (k - 1) / 2) / k * 2)
+            ax.errorbar(
+                [x],
+                [row["mean"]],
+                yerr=[[row["mean"] - row["lower"]], [row["upper"] - row["mean"]]],
+                fmt="o",
+                color=color,
+                capsize=3,
+                ms=4,
+                lw=2.2 if name == report.leader else 1.0,
+                alpha=0.45 if stopped else 1.0,
+                zorder=5,
+            )
+    ax.axvline(report.budget, color="0.3", lw=0.8, ls=":")
+    ax.set_xlabel("compute")
+    ax.set_ylabel("reward")
+    ax.set_title(
+        f"Race to {format_compute(report.budget)}: leader {report.leader}; "
+        f"{report.fraction_saved:.0%} of the compute saved",
+        fontsize=10,
+    )
+    ax.legend(fontsize=7, loc="best")
+    return fig
+
+
+__all__ = ["ADVICE", "Race", "RaceReport", "plot_race", "prob_regret_above", "stop_set"]
