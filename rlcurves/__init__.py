@@ -20,6 +20,7 @@ from .monitor import Monitor, MonitorReport
 from .plot import plot_fits
 from .powerlaw import ModelComparison, PowerLawFit, compare_models, fit_power_law
 from .profile import ProfileResult
+from .race import Race, RaceReport
 from .result import SigmoidFit
 from .runs import RunsFit, fit_runs, paired_differences, shared_compute
 from .target import ComputeTarget
@@ -45,6 +46,8 @@ __all__ = [
     "Prior",
     "ProfileResult",
     "RLCurvesError",
+    "Race",
+    "RaceReport",
     "RunsFit",
     "SigmoidFit",
     "__version__",

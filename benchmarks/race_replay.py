@@ -1,0 +1,527 @@
+"""Replay the real sweeps of the corpora: who keeps the winner, at what compute.
+
+Every sweep is replayed as if its runs were launched together and ran in parallel: each run's
+evaluations arrive in compute order, and at every rung (each 5% of the budget) every method sees
+what has arrived and says whom to stop. A stopped run's compute ends at its last evaluation.
+
+The sweeps (from the files' metadata: the runs that vary one part of one recipe, from one
+launch or one table of the source; truncated at the common budget, the smallest final compute of
+the sweep's runs):
+
+- GSM8K family (rlcurves/data/curves/, verl runs of Qwen2.5-0.5B-Instruct, validation mean@1 on
+  the 1,319 GSM8K test prompts every 5 steps; compute = training step):
+  ``gsm8k_settings``: the 9 settings of the Deep-GRPO sweep file (branching gamma x loss weight
+  lambda, one launch, the date tag 01161659), budget 2,520 steps;
+  ``gsm8k_budget``: the 4 budget variants of the wall-clock file (p1-b8, p1b4, p2b4,
+  p1b8-expandall; they cost different compute per step, so compute = wall-clock seconds on one
+  node), budget 153,590 s.
+- MATH family (cs336_grpo_math_qwen25math15b.csv, GRPO of Qwen2.5-Math-1.5B, validation accuracy
+  on 1,024 problems every 5 steps; compute = GRPO step; budget 200 steps):
+  ``math_lr``: the learning-rate sweep (5e-6, 1e-5, 2e-5, 3e-5, 4e-5 = the reference, 5e-5);
+  ``math_offpolicy``: the reference and the four GRPO-Clip off-policy variants (clip range,
+  epochs per rollout batch, train batch);
+  ``math_ablations``: the reference and its one-switch ablations (no baseline, no std
+  normalization, masked_normalize and batch_token_mean length normalization, question-only
+  prompt).
+  Left out: the 400-step leaderboard run (another validation set) and the SFT-initialized run
+  (another starting model).
+
+A run's final value is the mean of its evaluations in the last 10% of the budget; the winner is
+the run with the best final value; a method keeps the winner when the best final value among the
+runs it did not stop is within 0.01 of the winner's (regret <= 0.01). Compute used is the
+compute of all runs, as stopped, over the compute of running them all to the budget.
+
+Methods:
+- ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01,
+  min_fraction 0.25, confirm 2), forecasts calibrated leave-one-family-out: a GSM8K sweep uses a
+  calibration computed on the MATH runs, a MATH sweep the shipped GSM8K calibration, so no sweep
+  is scored with scores from its own family. Nothing in Race was tuned on these sweeps; the
+  alpha grid below is reported leave-one-family-out (alpha chosen on one family, scored on the
+  other).
+- ``asha``: Ray Tune's own ``ASHAScheduler`` (reduction factor 3, grace period 1/9 of the
+  budget, so rungs at 1/9 and 1/3) fed the results offline through ``on_trial_result``.
+- ``median``: Ray Tune's own ``MedianStoppingRule`` (grace period 25% of the budget,
+  min_samples_required 3), fed the same way.
+- ``optuna_median`` / ``optuna_sha``: Optuna's ``MedianPruner`` and ``SuccessiveHalvingPruner``
+  in a real in-memory study with the stored intermediate values. Optuna's median pruner compares
+  with completed trials only, so in a parallel sweep it never prunes; both Optuna pruners are
+  therefore replayed as Optuna runs by default, one trial after another, in 20 random orders
+  (fixed seeds) whose rates are averaged.
+
+Run: python -m benchmarks.race_replay [--quick] [--figure docs/figures/race_math_lr.png]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+RESULTS = Path(__file__).parent / "results"
+RUNGS = 20  # a look every 5% of the budget
+TOLERANCE = 0.01
+FINAL_WINDOW = 0.1  # a run's final value: its mean over the last 10% of the budget
+MATH_FILE = "cs336_grpo_math_qwen25math15b.csv"
+_SHARED_MATH = Path("/work/shared/data/curves") / MATH_FILE
+MATH_REF = "ref_onpolicy_reinforce_baseline_lr4e-5"
+MATH_SWEEPS = {
+    "math_lr": ["lr5e-6", "lr1e-5", "lr2e-5", "lr3e-5", MATH_REF, "lr5e-5"],
+    "math_offpolicy": [
+        MATH_REF,
+        "grpo_clip0.2-0.28_e2_tb256",
+        "grpo_clip0.2_e2_tb128",
+        "grpo_clip0.2_e2_tb256",
+        "grpo_clip0.2_e4_tb256",
+    ],
+    "math_ablations": [
+        MATH_REF,
+        "no_baseline_lr4e-5",
+        "no_std_normalization_lr4e-5",
+        "masked_normalize_lr4e-5",
+        "batch_token_mean_lr4e-5",
+        "question_only_prompt_lr4e-5",
+    ],
+}
+
+
+@dataclass
+class Sweep:
+    name: str
+    family: str
+    budget: float
+    runs: dict[str, pd.DataFrame]  # each: compute, reward (sorted, truncated at the budget)
+    unit: str
+
+    def finals(self) -> dict[str, float]:
+        out = {}
+        for k, df in self.runs.items():
+            tail = df[df["compute"] > (1 - FINAL_WINDOW) * self.budget]
+            out[k] = float(tail["reward"].mean())
+        return out
+
+
+def _read(filename: str) -> pd.DataFrame:
+    try:
+        with resources.files("rlcurves.data").joinpath("curves", filename).open("r") as fh:
+            return pd.read_csv(fh, comment="#")
+    except FileNotFoundError:
+        if filename == MATH_FILE and _SHARED_MATH.exists():
+            return pd.read_csv(_SHARED_MATH, comment="#")
+        raise
+
+
+def _truncate(runs: dict[str, pd.DataFrame], name: str, family: str, unit: str) -> Sweep:
+    budget = min(float(df["compute"].max()) for df in runs.values())
+    cut = {
+        k: df[df["compute"] <= budget].sort_values("compute").reset_index(drop=True)
+        for k, df in runs.items()
+    }
+    return Sweep(name, family, budget, cut, unit)
+
+
+def _short(name: str) -> str:
+    """The part of a Deep-GRPO run name that varies (gamma2.0-lam1.0, p1b4, ...)."""
+    s = name.replace("Qwen2.5-0.5B-Instruct-GSM8K-CRPO-sp-", "")
+    return s.rsplit("-", 1)[0].replace("p1-b8-", "")
+
+
+def load_sweeps() -> list[Sweep]:
+    """The five sweeps of the two families (see the module docstring)."""
+    sweeps = []
+    d = _read("deepgrpo_gsm8k_sweeps.csv")
+    runs = {
+        _short(k): pd.DataFrame(
+            {"compute": g["step"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
+        )
+        for k, g in d.groupby("run", sort=True)
+    }
+    sweeps.append(_truncate(runs, "gsm8k_settings", "gsm8k", "step"))
+    w = _read("deepgrpo_gsm8k_wallclock.csv")
+    runs = {
+        _short(k): pd.DataFrame(
+            {"compute": g["wallclock_s"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
+        )
+        for k, g in w.groupby("run", sort=True)
+    }
+    sweeps.append(_truncate(runs, "gsm8k_budget", "gsm8k", "wall-clock s"))
+    m = _read(MATH_FILE)
+    for name, members in MATH_SWEEPS.items():
+        runs = {}
+        for k in members:
+            g = m[m["run"] == k]
+            runs[k] = pd.DataFrame(
+                {"compute": g["x"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
+            )
+        sweeps.append(_truncate(runs, name, "math", "step"))
+    return sweeps
+
+
+# ---- one replay ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    sweep: str
+    method: str
+    kept: list[str]
+    used: dict[str, float]  # compute each run used
+    regret: float
+    compute_fraction: float
+    seconds: float
+    stopped_at: dict[str, float]
+
+    @property
+    def kept_winner(self) -> bool:
+        return self.regret <= TOLERANCE + 1e-12
+
+
+def score(sweep: Sweep, method: str, used: dict[str, float], seconds: float) -> Outcome:
+    finals = sweep.finals()
+    kept = [k for k, c in used.items() if c >= sweep.budget - 1e-9]
+    best = max(finals.values())
+    regret = best - max((finals[k] for k in kept), default=-math.inf)
+    frac = sum(used.values()) / (len(used) * sweep.budget)
+    stopped = {k: c / sweep.budget for k, c in used.items() if k not in kept}
+    return Outcome(sweep.name, method, kept, used, float(regret), frac, seconds, stopped)
+
+
+def rung_grid(sweep: Sweep) -> np.ndarray:
+    return sweep.budget * np.arange(1, RUNGS + 1) / RUNGS
+
+
+def replay_race(sweep: Sweep, race_kws: dict) -> tuple[Outcome, object]:
+    """Race at every rung; a stopped run reports nothing more."""
+    from rlcurves import Race
+
+    t0 = time.perf_counter()
+    race = Race(sweep.budget, **race_kws)
+    used = {k: 0.0 for k in sweep.runs}
+    stopped: set[str] = set()
+    lo = -math.inf
+    report = None
+    for hi in rung_grid(sweep):
+        for k, df in sweep.runs.items():
+            if k in stopped:
+                continue
+            part = df[(df["compute"] > lo) & (df["compute"] <= hi)]
+            if len(part):
+                race.update(k, part["compute"].to_numpy(), part["reward"].to_numpy())
+                used[k] = float(part["compute"].iloc[-1])
+        lo = hi
+        report = race.report()
+        stopped |= set(report.stop)
+    used = {k: (sweep.budget if k not in stopped else c) for k, c in used.items()}
+    return score(sweep, "race", used, time.perf_counter() - t0), report
+
+
+def _events(sweep: Sweep, rng: np.random.Generator) -> list[tuple[float, int, str, float]]:
+    """Every evaluation of the sweep as (compute, tie-break, run, reward) in arrival order: by
+    compute, runs that report at the same compute in a random order (``rng``)."""
+    names = list(sweep.runs)
+    rank = dict(zip(names, rng.permutation(len(names)).tolist(), strict=True))
+    ev = [
+        (float(c), rank[k], k, float(r))
+        for k, df in sweep.runs.items()
+        for c, r in zip(df["compute"], df["reward"], strict=True)
+    ]
+    return sorted(ev)
+
+
+class _Trial:
+    """The part of ``ray.tune.experiment.Trial`` the schedulers read offline."""
+
+    def __init__(self, trial_id: str) -> None:
+        self.trial_id = trial_id
+        self.status = "RUNNING"
+
+    def __repr__(self) -> str:
+        return self.trial_id
+
+
+class _Controller:
+    """The part of Ray Tune's TuneController the schedulers call: no trial waits to run."""
+
+    def get_live_trials(self) -> list:
+        return []
+
+
+def replay_ray(sweep: Sweep, make: Callable[[Sweep], object], method: str, seed: int) -> Outcome:
+    """Feed a Ray Tune scheduler every result, in arrival order; STOP ends the trial."""
+    from ray.tune.schedulers import TrialScheduler
+
+    t0 = time.perf_counter()
+    sched = make(sweep)
+    trials = {k: _Trial(k) for k in sweep.runs}
+    ctl = _Controller()
+    for t in trials.values():
+        sched.on_trial_add(ctl, t)
+    used = {k: 0.0 for k in sweep.runs}
+    stopped: set[str] = set()
+    for c, _, k, r in _events(sweep, np.random.default_rng(seed)):
+        if k in stopped:
+            continue
+        used[k] = c
+        action = sched.on_trial_result(ctl, trials[k], {"compute": c, "reward": r})
+        if action == TrialScheduler.STOP and c < sweep.budget:
+            stopped.add(k)
+    used = {k: (sweep.budget if k not in stopped else c) for k, c in used.items()}
+    return score(sweep, method, used, time.perf_counter() - t0)
+
+
+def make_asha(sweep: Sweep):
+    from ray.tune.schedulers import ASHAScheduler
+
+    # time in ninths of the budget: grace 1, max_t 9, rf 3 -> rungs at 1/9 and 1/3 (and the end)
+    class _Scaled(ASHAScheduler):
+        def on_trial_result(self, ctl, trial, result):
+            result = {**result, "compute": 9 * result["compute"] / sweep.budget}
+            return super().on_trial_result(ctl, trial, result)
+
+    return _Scaled(
+        time_attr="compute",
+        metric="reward",
+        mode="max",
+        max_t=9,
+        grace_period=1,
+        reduction_factor=3,
+    )
+
+
+def make_median(sweep: Sweep):
+    from ray.tune.schedulers import MedianStoppingRule
+
+    return MedianStoppingRule(
+        time_attr="compute",
+        metric="reward",
+        mode="max",
+        grace_period=0.25 * sweep.budget,
+        min_samples_required=3,
+    )
+
+
+def replay_optuna(sweep: Sweep, pruner_name: str, seed: int) -> Outcome:
+    """A real Optuna study, one trial after another in a random order: each trial reports the
+    run's latest evaluation at every rung (step 1..RUNGS) and is pruned when the pruner says."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t0 = time.perf_counter()
+    if pruner_name == "optuna_median":
+        # n_warmup_steps: the first quarter of the budget, as Ray's median rule's grace period;
+        # two finished trials before pruning (the default 5 would never prune a 4-6 run sweep)
+        pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=RUNGS // 4)
+    else:
+        # rungs at 2, 6, 18 of 20 steps: ~1/9, ~1/3 (reduction factor 3, as ASHA)
+        pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=2, reduction_factor=3)
+    study = optuna.create_study(
+        direction="maximize", pruner=pruner, sampler=optuna.samplers.RandomSampler(seed=seed)
+    )
+    order = np.random.default_rng(seed).permutation(list(sweep.runs))
+    rungs = rung_grid(sweep)
+    used = {}
+    for k in order:
+        df = sweep.runs[k]
+        trial = study.ask()
+        used[k] = sweep.budget
+        for step, hi in enumerate(rungs, start=1):
+            seen = df[df["compute"] <= hi + 1e-9]
+            if not len(seen):
+                continue
+            trial.report(float(seen["reward"].iloc[-1]), step)
+            if step < RUNGS and trial.should_prune():
+                used[k] = float(seen["compute"].iloc[-1])
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                break
+        else:
+            study.tell(trial, float(df["reward"].iloc[-1]))
+    used = {k: used[k] for k in sweep.runs}
+    return score(sweep, pruner_name, used, time.perf_counter() - t0)
+
+
+# ---- the table -----------------------------------------------------------------------------------
+
+N_ORDERS = 20  # random arrival/trial orders for the methods that depend on them
+ALPHAS = (0.02, 0.05, 0.1, 0.2)  # the Race grid reported leave-one-family-out
+
+
+def summarize(outcomes: list[Outcome]) -> dict:
+    """Per method: sweeps where the winner is kept, mean and worst regret, compute used. With
+    several orders per sweep, 'kept' is the mean over orders (a fraction of a sweep)."""
+    by_sweep: dict[str, list[Outcome]] = {}
+    for o in outcomes:
+        by_sweep.setdefault(o.sweep, []).append(o)
+    kept = [np.mean([o.kept_winner for o in v]) for v in by_sweep.values()]
+    reg = [np.mean([o.regret for o in v]) for v in by_sweep.values()]
+    worst = max(o.regret for o in outcomes)
+    used = [np.mean([o.compute_fraction for o in v]) for v in by_sweep.values()]
+    return {
+        "sweeps": len(by_sweep),
+        "kept_winner": float(np.sum(kept)),
+        "mean_regret": float(np.mean(reg)),
+        "worst_regret": float(worst),
+        "compute_used": float(np.mean(used)),
+        "per_sweep": {
+            k: {
+                "kept_winner": float(np.mean([o.kept_winner for o in v])),
+                "regret": float(np.mean([o.regret for o in v])),
+                "compute_used": float(np.mean([o.compute_fraction for o in v])),
+                "stopped_at": v[0].stopped_at if len(v) == 1 else None,
+            }
+            for k, v in by_sweep.items()
+        },
+    }
+
+
+def family_calibrations(sweeps: list[Sweep]) -> dict[str, object]:
+    """Leave-one-family-out calibrations: for a family, the scores of the other family's runs."""
+    from rlcurves.calibrate import calibrate, default_calibration
+
+    math_runs = {}
+    for s in sweeps:
+        if s.family == "math":
+            math_runs.update(s.runs)
+    cal_math = calibrate(math_runs, name=f"MATH GRPO runs ({len(math_runs)})", progress=False)
+    return {"gsm8k": cal_math, "math": default_calibration()}
+
+
+def lofo_alpha(race_grid: dict[float, list[Outcome]], sweeps: list[Sweep]) -> list[Outcome]:
+    """Leave-one-family-out choice of alpha: for each family, the alpha that used the least
+    compute while keeping the winner in every sweep of the OTHER family (the smallest alpha if
+    none did); its outcomes on this family."""
+    family = {s.name: s.family for s in sweeps}
+    out = []
+    for fam in sorted(set(family.values())):
+        other = {k for k, f in family.items() if f != fam}
+
+        def on(alpha, names):
+            return [o for o in race_grid[alpha] if o.sweep in names]
+
+        ok = [a for a in race_grid if all(o.kept_winner for o in on(a, other))]
+        pick = min(
+            ok,
+            key=lambda a: np.mean([o.compute_fraction for o in on(a, other)]),
+            default=min(race_grid),
+        )
+        mine = {k for k, f in family.items() if f == fam}
+        out += [
+            Outcome(**{**o.__dict__, "method": f"race (alpha {pick:g} chosen on the other family)"})
+            for o in on(pick, mine)
+        ]
+    return out
+
+
+def table(rows: dict[str, dict]) -> str:
+    lines = [
+        "| method | winner kept (regret <= 0.01) | mean regret | worst regret | compute used |",
+        "|---|---|---|---|---|",
+    ]
+    for name, r in rows.items():
+        kept = r["kept_winner"]
+        kept_s = (
+            f"{kept:.0f} of {r['sweeps']}"
+            if float(kept).is_integer()
+            else (f"{kept:.1f} of {r['sweeps']}")
+        )
+        lines.append(
+            f"| {name} | {kept_s} | {r['mean_regret']:.3f} | {r['worst_regret']:.3f} | "
+            f"{r['compute_used']:.0%} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--quick", action="store_true", help="two sweeps, Race at its default alpha only, 3 orders"
+    )
+    parser.add_argument("--figure", help="write the race of math_lr to this PNG")
+    parser.add_argument("--out", default=str(RESULTS / "race_replay.json"), help="JSON results")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    sweeps = load_sweeps()
+    n_orders = N_ORDERS
+    alphas = ALPHAS
+    if args.quick:
+        sweeps = [s for s in sweeps if s.name in ("math_lr", "gsm8k_budget")]
+        n_orders, alphas = 3, (0.05,)
+    cals = family_calibrations(sweeps)
+    grid: dict[float, list[Outcome]] = {a: [] for a in alphas}
+    others: dict[str, list[Outcome]] = {}
+    seconds = {}
+    for s in tqdm(sweeps, desc="sweeps"):
+        for a in alphas:
+            out, rep = replay_race(s, {"calibration": cals[s.family], "alpha": a})
+            grid[a].append(out)
+            seconds.setdefault("race", []).append(out.seconds)
+            if args.figure and s.name == "math_lr" and a == 0.05:
+                import matplotlib.pyplot as plt
+
+                fig = rep.plot()
+                fig.savefig(args.figure, dpi=110)
+                plt.close(fig)
+        for seed in range(n_orders):
+            for name, make in (("asha", make_asha), ("median", make_median)):
+                others.setdefault(name, []).append(replay_ray(s, make, name, seed))
+            for name in ("optuna_median", "optuna_sha"):
+                others.setdefault(name, []).append(replay_optuna(s, name, seed))
+    labels = {
+        "asha": "Ray Tune ASHA (rf 3, rungs 1/9, 1/3)",
+        "median": "Ray Tune median stopping rule (grace 25%)",
+        "optuna_median": "Optuna MedianPruner (sequential, warm-up 25%)",
+        "optuna_sha": "Optuna SuccessiveHalvingPruner (sequential, rf 3)",
+    }
+    rows = {"Race (defaults: alpha 0.05, tolerance 0.01)": summarize(grid.get(0.05, []))}
+    if len(alphas) > 1:
+        rows["Race, alpha chosen leave-one-family-out"] = summarize(lofo_alpha(grid, sweeps))
+    rows.update({labels[k]: summarize(v) for k, v in others.items()})
+    print(table(rows))
+    print("\nRace per sweep (alpha 0.05):")
+    for o in grid.get(0.05, []):
+        print(
+            f"  {o.sweep}: regret {o.regret:.3f}, compute {o.compute_fraction:.0%}, stopped "
+            f"{ {k: round(v, 2) for k, v in o.stopped_at.items()} }, {o.seconds:.1f} s"
+        )
+    print("\nRace alpha grid (all sweeps):")
+    for a, v in grid.items():
+        r = summarize(v)
+        print(
+            f"  alpha {a:g}: kept {r['kept_winner']:.0f}/{r['sweeps']}, worst regret "
+            f"{r['worst_regret']:.3f}, compute {r['compute_used']:.0%}"
+        )
+    payload = {
+        "sweeps": {
+            s.name: {
+                "family": s.family,
+                "budget": s.budget,
+                "unit": s.unit,
+                "runs": list(s.runs),
+                "finals": s.finals(),
+            }
+            for s in sweeps
+        },
+        "table": rows,
+        "alpha_grid": {str(a): summarize(v) for a, v in grid.items()},
+        "orders": n_orders,
+        "race_seconds_per_sweep": float(np.mean(seconds.get("race", [0.0]))),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    from benchmarks._common import machine
+
+    Path(args.out).write_text(
+        json.dumps({"machine": machine(), **payload}, indent=2, default=float)
+    )
+    print(f"\nwritten {args.out}")
+
+
+if __name__ == "__main__":
+    main()
