@@ -218,6 +218,7 @@ class _Entry:
     runs: dict[str, _Run] = field(default_factory=dict)
     stopped: bool = False
     proposed: int = 0
+    fresh: bool = False
     reason: str = ""
     key: tuple = ()
     fit: Any = None
@@ -385,7 +386,8 @@ class Race:
     min_points : int
         Evaluations a run needs before it may be stopped.
     confirm : int
-        Consecutive reports that must advise a stop before it is made (1: at once).
+        Consecutive refits of a run (one per rung) that must advise its stop before it is made
+        (1: at once).
     higher_is_better : bool
         False for a loss.
     n_samples : int
@@ -396,6 +398,10 @@ class Race:
         Passed to :func:`rlcurves.forecast` (default: the shipped calibration).
     fit_kws : dict, optional
         Passed to :func:`rlcurves.fit_sigmoid` (``r0``, ``min_compute``...).
+    rungs : int or None
+        A run is refit when its compute crosses one of ``rungs`` equal steps of the budget
+        (each 5% by default), so that :meth:`report` is cheap to call after every evaluation;
+        None refits at every new point.
     stale_after : float, optional
         Seconds without an update after which a running run counts as silent (crashed): it
         leaves the race until it reports again.
@@ -425,6 +431,7 @@ class Race:
         seed: int = 0,
         calibration: Calibration | None = None,
         fit_kws: dict[str, Any] | None = None,
+        rungs: int | None = 20,
         stale_after: float | None = None,
         progress: bool = False,
     ) -> None:
@@ -462,6 +469,9 @@ class Race:
         self.seed = int(seed)
         self.calibration = calibration
         self.fit_kws = dict(fit_kws or {})
+        if rungs is not None and int(rungs) < 1:
+            raise RLCurvesError(f"rungs must be a positive integer or None, got {rungs}")
+        self.rungs = None if rungs is None else int(rungs)
         self.stale_after = stale_after
         self.progress = progress
         self._entries: dict[str, _Entry] = {}
@@ -549,18 +559,26 @@ class Race:
         from tqdm.auto import tqdm
 
         state = tuple(
-            (n, len(r.compute), r.failed, r.ended, self._is_silent(r))
+            (n, self._rung(r), r.failed, r.ended, self._is_silent(r))
             for e in self._entries.values()
             for n, r in e.runs.items()
         )
         if self._report is not None and state == self._state:
             return self._report
         live = [e for e in self._entries.values() if not e.failed]
+        for e in self._entries.values():
+            e.fresh = False
         for i, e in enumerate(tqdm(live, desc="race refits", disable=not self.progress)):
             self._refit(e, i)
         self._report = self._decide()
         self._state = state
         return self._report
+
+    def _rung(self, run: _Run) -> int | float:
+        """The refit rung a run is on: a run is refit when it crosses one."""
+        if self.rungs is None:
+            return len(run.compute)
+        return min(math.floor(run.now / self.budget * self.rungs + 1e-9), self.rungs)
 
     def _is_silent(self, run: _Run) -> bool:
         return (
@@ -575,10 +593,11 @@ class Race:
         from .forecast import forecast
         from .monitor import identified
 
-        key = tuple((n, len(r.compute), r.failed) for n, r in e.runs.items())
+        key = tuple((n, self._rung(r), r.failed, r.ended) for n, r in e.runs.items())
         if key == e.key:
             return
         e.key = key
+        e.fresh = True
         pts = e.points()
         pts = pts[pts["run"].isin([n for n, r in e.runs.items() if r.failed is None])]
         e.fit = e.forecast = e.draws = None
@@ -680,6 +699,8 @@ class Race:
             )
             for k in candidates:
                 e = self._entries[k]
+                if not e.fresh:  # hysteresis counts refits: no new fit, no new vote
+                    continue
                 e.proposed = e.proposed + 1 if k in proposal else 0
                 if e.proposed >= self.confirm:
                     stopped_now.append(k)
