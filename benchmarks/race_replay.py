@@ -33,11 +33,12 @@ compute of all runs, as stopped, over the compute of running them all to the bud
 
 Methods:
 - ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01,
-  min_fraction 0.25, confirm 2), forecasts calibrated leave-one-family-out: a GSM8K sweep uses a
-  calibration computed on the MATH runs, a MATH sweep the shipped GSM8K calibration, so no sweep
-  is scored with scores from its own family. Nothing in Race was tuned on these sweeps; the
-  alpha grid below is reported leave-one-family-out (alpha chosen on one family, scored on the
-  other).
+  min_fraction 0.25, confirm 2, require_identified=True; each set before any replay, from its
+  meaning: the regret that counts, the smallest calibrated fit fraction, issue 27's hysteresis),
+  forecasts calibrated leave-one-family-out: a GSM8K sweep uses a calibration computed on the
+  MATH runs, a MATH sweep the shipped GSM8K calibration, so no sweep is scored with scores from
+  its own family. A grid of settings (alpha x require_identified) is reported
+  leave-one-family-out: the setting is chosen on one family's sweeps, scored on the other's.
 - ``asha``: Ray Tune's own ``ASHAScheduler`` (reduction factor 3, grace period 1/9 of the
   budget, so rungs at 1/9 and 1/3) fed the results offline through ``on_trial_result``.
 - ``median``: Ray Tune's own ``MedianStoppingRule`` (grace period 25% of the budget,
@@ -351,7 +352,9 @@ def replay_optuna(sweep: Sweep, pruner_name: str, seed: int) -> Outcome:
 # ---- the table -----------------------------------------------------------------------------------
 
 N_ORDERS = 20  # random arrival/trial orders for the methods that depend on them
-ALPHAS = (0.02, 0.05, 0.1, 0.2)  # the Race grid reported leave-one-family-out
+# the Race settings reported leave-one-family-out: alpha x require_identified
+GRID = tuple((a, ident) for ident in (True, False) for a in (0.02, 0.05, 0.1, 0.2))
+DEFAULT = (0.05, True)
 
 
 def summarize(outcomes: list[Outcome]) -> dict:
@@ -394,28 +397,32 @@ def family_calibrations(sweeps: list[Sweep]) -> dict[str, object]:
     return {"gsm8k": cal_math, "math": default_calibration()}
 
 
-def lofo_alpha(race_grid: dict[float, list[Outcome]], sweeps: list[Sweep]) -> list[Outcome]:
-    """Leave-one-family-out choice of alpha: for each family, the alpha that used the least
-    compute while keeping the winner in every sweep of the OTHER family (the smallest alpha if
+def _setting(key: tuple[float, bool]) -> str:
+    return f"alpha {key[0]:g}" + ("" if key[1] else ", require_identified=False")
+
+
+def lofo(race_grid: dict[tuple, list[Outcome]], sweeps: list[Sweep]) -> list[Outcome]:
+    """Leave-one-family-out choice of the setting: for each family, the setting that used the
+    least compute while keeping the winner in every sweep of the OTHER family (the default if
     none did); its outcomes on this family."""
     family = {s.name: s.family for s in sweeps}
     out = []
     for fam in sorted(set(family.values())):
         other = {k for k, f in family.items() if f != fam}
 
-        def on(alpha, names):
-            return [o for o in race_grid[alpha] if o.sweep in names]
+        def on(key, names):
+            return [o for o in race_grid[key] if o.sweep in names]
 
-        ok = [a for a in race_grid if all(o.kept_winner for o in on(a, other))]
+        ok = [k for k in race_grid if all(o.kept_winner for o in on(k, other))]
         pick = min(
             ok,
-            key=lambda a: np.mean([o.compute_fraction for o in on(a, other)]),
-            default=min(race_grid),
+            key=lambda k: np.mean([o.compute_fraction for o in on(k, other)]),
+            default=DEFAULT,
         )
         mine = {k for k, f in family.items() if f == fam}
+        print(f"  {fam} sweeps: setting chosen on the other family: {_setting(pick)}")
         out += [
-            Outcome(**{**o.__dict__, "method": f"race (alpha {pick:g} chosen on the other family)"})
-            for o in on(pick, mine)
+            Outcome(**{**o.__dict__, "method": f"race ({_setting(pick)})"}) for o in on(pick, mine)
         ]
     return out
 
@@ -442,7 +449,7 @@ def table(rows: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--quick", action="store_true", help="two sweeps, Race at its default alpha only, 3 orders"
+        "--quick", action="store_true", help="two sweeps, Race at its defaults only, 3 orders"
     )
     parser.add_argument("--figure", help="write the race of math_lr to this PNG")
     parser.add_argument("--out", default=str(RESULTS / "race_replay.json"), help="JSON results")
@@ -450,20 +457,21 @@ def main(argv: list[str] | None = None) -> None:
     warnings.simplefilter("ignore")
     sweeps = load_sweeps()
     n_orders = N_ORDERS
-    alphas = ALPHAS
+    settings = GRID
     if args.quick:
         sweeps = [s for s in sweeps if s.name in ("math_lr", "gsm8k_budget")]
-        n_orders, alphas = 3, (0.05,)
+        n_orders, settings = 3, (DEFAULT,)
     cals = family_calibrations(sweeps)
-    grid: dict[float, list[Outcome]] = {a: [] for a in alphas}
+    grid: dict[tuple, list[Outcome]] = {k: [] for k in settings}
     others: dict[str, list[Outcome]] = {}
     seconds = {}
     for s in tqdm(sweeps, desc="sweeps"):
-        for a in alphas:
-            out, rep = replay_race(s, {"calibration": cals[s.family], "alpha": a})
-            grid[a].append(out)
+        for key in settings:
+            kws = {"calibration": cals[s.family], "alpha": key[0], "require_identified": key[1]}
+            out, rep = replay_race(s, kws)
+            grid[key].append(out)
             seconds.setdefault("race", []).append(out.seconds)
-            if args.figure and s.name == "math_lr" and a == 0.05:
+            if args.figure and s.name == "math_lr" and key == DEFAULT:
                 import matplotlib.pyplot as plt
 
                 fig = rep.plot()
@@ -480,22 +488,22 @@ def main(argv: list[str] | None = None) -> None:
         "optuna_median": "Optuna MedianPruner (sequential, warm-up 25%)",
         "optuna_sha": "Optuna SuccessiveHalvingPruner (sequential, rf 3)",
     }
-    rows = {"Race (defaults: alpha 0.05, tolerance 0.01)": summarize(grid.get(0.05, []))}
-    if len(alphas) > 1:
-        rows["Race, alpha chosen leave-one-family-out"] = summarize(lofo_alpha(grid, sweeps))
+    rows = {"Race (defaults: alpha 0.05, tolerance 0.01)": summarize(grid[DEFAULT])}
+    if len(settings) > 1:
+        rows["Race, setting chosen leave-one-family-out"] = summarize(lofo(grid, sweeps))
     rows.update({labels[k]: summarize(v) for k, v in others.items()})
     print(table(rows))
-    print("\nRace per sweep (alpha 0.05):")
-    for o in grid.get(0.05, []):
+    print("\nRace per sweep (defaults):")
+    for o in grid[DEFAULT]:
         print(
             f"  {o.sweep}: regret {o.regret:.3f}, compute {o.compute_fraction:.0%}, stopped "
             f"{ {k: round(v, 2) for k, v in o.stopped_at.items()} }, {o.seconds:.1f} s"
         )
-    print("\nRace alpha grid (all sweeps):")
-    for a, v in grid.items():
+    print("\nRace settings (all sweeps; not a choice: see the leave-one-family-out row):")
+    for key, v in grid.items():
         r = summarize(v)
         print(
-            f"  alpha {a:g}: kept {r['kept_winner']:.0f}/{r['sweeps']}, worst regret "
+            f"  {_setting(key)}: kept {r['kept_winner']:.0f}/{r['sweeps']}, worst regret "
             f"{r['worst_regret']:.3f}, compute {r['compute_used']:.0%}"
         )
     payload = {
@@ -510,7 +518,7 @@ def main(argv: list[str] | None = None) -> None:
             for s in sweeps
         },
         "table": rows,
-        "alpha_grid": {str(a): summarize(v) for a, v in grid.items()},
+        "race_settings": {_setting(k): summarize(v) for k, v in grid.items()},
         "orders": n_orders,
         "race_seconds_per_sweep": float(np.mean(seconds.get("race", [0.0]))),
     }

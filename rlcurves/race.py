@@ -385,6 +385,11 @@ class Race:
         Fraction of the budget a run must have spent before it may be stopped.
     min_points : int
         Evaluations a run needs before it may be stopped.
+    require_identified : bool
+        Stop a run only once its fit determines its ceiling (:func:`rlcurves.monitor.identified`),
+        and count a run kept as a rival only then: a run before its midpoint, whose ceiling the
+        sigmoid cannot pin down yet, is the late bloomer the race must not lose. False trusts
+        every bounded forecast.
     confirm : int
         Consecutive refits of a run (one per rung) that must advise its stop before it is made
         (1: at once).
@@ -426,6 +431,7 @@ class Race:
         min_fraction: float = 0.25,
         min_points: int = 8,
         confirm: int = 2,
+        require_identified: bool = True,
         higher_is_better: bool = True,
         n_samples: int = 300,
         seed: int = 0,
@@ -464,6 +470,7 @@ class Race:
         self.min_fraction = float(min_fraction)
         self.min_points = int(min_points)
         self.confirm = int(confirm)
+        self.require_identified = bool(require_identified)
         self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
         self.seed = int(seed)
@@ -677,7 +684,7 @@ class Race:
         counted = {
             k: d
             for k, d in with_draws.items()
-            if status[k] == "stopped" or self._entries[k].identified
+            if status[k] == "stopped" or self._entries[k].identified or not self.require_identified
         }
         stopped = [k for k in counted if status[k] == "stopped"]
         eligible = {e.name: self._eligible(e, status[e.name], leader) for e in entries}
@@ -813,7 +820,7 @@ class Race:
                 f"{frac:.0%} of the budget spent, stops from {self.min_fraction:.0%} on "
                 "(min_fraction)"
             )
-        if e.draws is None or not e.identified:
+        if e.draws is None or (self.require_identified and not e.identified):
             return f"the fit does not determine the ceiling yet ({e.why})"
         return None
 
