@@ -873,6 +873,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_live import add_commands as add_live_commands  # watch, report
 
     add_live_commands(sub)
+    from .cli_race import add_commands as add_race_command  # race
+
+    add_race_command(sub)
     return parser
 
 

@@ -347,7 +347,7 @@ class RaceReport:
                 f"    {r['run']:<{width}}  {r['fraction']:>5.0%}  {fc:<27}  {pb:>7}  {r['advice']}"
             )
         for _, r in self.table.iterrows():
-            if r["advice"] in (STOP, FAILED, SILENT) or r["reason"].startswith("stop proposed"):
+            if r["advice"] not in (LEADER, FINISHED) and not r["reason"].startswith("p(best)"):
                 lines.append(f"    {r['run']}: {r['reason']}")
         return "\n".join(lines)
 
@@ -485,6 +485,7 @@ class Race:
         self._run_entry: dict[str, str] = {}
         self._report: RaceReport | None = None
         self._state: tuple = ()
+        self._clock = time.monotonic()
 
     # ---- data in ----------------------------------------------------------------------------
     @property
@@ -565,6 +566,7 @@ class Race:
         """Refit the runs with new points and decide (cached until something changes)."""
         from tqdm.auto import tqdm
 
+        self._clock = time.monotonic()  # one instant for the whole report (refits take time)
         state = tuple(
             (n, self._rung(r), r.failed, r.ended, self._is_silent(r))
             for e in self._entries.values()
@@ -593,7 +595,7 @@ class Race:
             and run.failed is None
             and not run.ended
             and run.now < self.budget
-            and time.monotonic() - run.last_seen > self.stale_after
+            and self._clock - run.last_seen > self.stale_after
         )
 
     def _refit(self, e: _Entry, i: int) -> None:
@@ -860,7 +862,7 @@ class Race:
                 CONTINUE,
                 (
                     f"stop proposed on {e.proposed} of the {self.confirm} "
-                    "consecutive reports needed (confirm)"
+                    "consecutive refits needed (confirm)"
                 ),
             )
         else:
