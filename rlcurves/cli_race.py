@@ -133,6 +133,8 @@ def _curves(args: argparse.Namespace) -> dict[str, list[tuple[str, object]]]:
 def cmd_race(args: argparse.Namespace) -> int:
     from .race import Race
 
+    if args.out and Path(args.out).suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
+        raise RLCurvesError(f"--out must name an image file (.png, .pdf, .svg), got {args.out}")
     kws = {k: v for k, v in (("min_compute", args.min_compute), ("r0", args.r0)) if v is not None}
     try:
         race = Race(
@@ -182,8 +184,6 @@ def cmd_race(args: argparse.Namespace) -> int:
         import matplotlib.pyplot as plt
 
         out = Path(args.out or RACE_PNG)
-        if out.suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
-            raise RLCurvesError(f"--out must name an image file (.png, .pdf, .svg), got {out}")
         out.parent.mkdir(parents=True, exist_ok=True)
         fig = report.plot()
         fig.savefig(out, dpi=110)
