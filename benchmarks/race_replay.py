@@ -160,7 +160,7 @@ def load_sweeps() -> list[Sweep]:
         runs = {}
         for k in members:
             g = m[m["run"] == k]
-            runs[k] = pd.DataFrame(
+            runs[k.replace("_onpolicy_reinforce_baseline", "")] = pd.DataFrame(
                 {"compute": g["x"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
             )
         sweeps.append(_truncate(runs, name, "math", "step"))
@@ -446,6 +446,37 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def time_report(sweeps: list[Sweep], k: int = 7, repeat: int = 5) -> dict:
+    """Seconds of one ``report()`` that refits K runs (every run crossed a rung), and of one
+    that refits none (cached); the runs: the first K MATH runs at half the budget."""
+    from benchmarks._common import median_time
+    from rlcurves import Race
+
+    runs = {}
+    for s in sweeps:
+        if s.family == "math":
+            for name, df in s.runs.items():
+                runs.setdefault(name, df[df["compute"] <= s.budget / 2])
+    runs = dict(list(runs.items())[:k])
+
+    def full():
+        race = Race(200.0)
+        for name, df in runs.items():
+            race.update(name, df["compute"].to_numpy(), df["reward"].to_numpy())
+        return race.report()
+
+    race = Race(200.0)
+    for name, df in runs.items():
+        race.update(name, df["compute"].to_numpy(), df["reward"].to_numpy())
+    race.report()
+    return {
+        "k": len(runs),
+        "points_per_run": int(np.mean([len(df) for df in runs.values()])),
+        "report_refit_all_s": median_time(full, repeat=repeat),
+        "report_cached_s": median_time(race.report, repeat=repeat),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -474,7 +505,12 @@ def main(argv: list[str] | None = None) -> None:
             if args.figure and s.name == "math_lr" and key == DEFAULT:
                 import matplotlib.pyplot as plt
 
-                fig = rep.plot()
+                fig = rep.plot(compute_label="GRPO step", reward_label="validation accuracy (MATH)")
+                fig.axes[0].set_title(
+                    "math_lr replayed with Race (defaults): stopped runs marked x, forecasts at "
+                    "the budget",
+                    fontsize=10,
+                )
                 fig.savefig(args.figure, dpi=110)
                 plt.close(fig)
         for seed in range(n_orders):
@@ -506,7 +542,14 @@ def main(argv: list[str] | None = None) -> None:
             f"  {_setting(key)}: kept {r['kept_winner']:.0f}/{r['sweeps']}, worst regret "
             f"{r['worst_regret']:.3f}, compute {r['compute_used']:.0%}"
         )
+    cost = time_report(load_sweeps())
+    print(
+        f"\none report() refitting K={cost['k']} runs ({cost['points_per_run']} points each): "
+        f"{cost['report_refit_all_s']:.2f} s; a report with nothing new: "
+        f"{cost['report_cached_s'] * 1e3:.2f} ms"
+    )
     payload = {
+        "report_cost": cost,
         "sweeps": {
             s.name: {
                 "family": s.family,

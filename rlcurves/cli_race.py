@@ -91,6 +91,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="refit a run each 1/RUNGS of the budget (20: each 5%%)",
     )
     p.add_argument(
+        "--at",
+        type=float,
+        help="replay finished logs: the race as it stood at this fraction of the budget (0.4)",
+    )
+    p.add_argument(
         "--lower-is-better", action="store_true", help="the reward is a loss: lower wins"
     )
     p.add_argument("--out", help=f"the figure to write (default: {RACE_PNG} here)")
@@ -153,6 +158,8 @@ def cmd_race(args: argparse.Namespace) -> int:
         )
     except RLCurvesError as exc:
         raise RLCurvesError(_flag_words(str(exc))) from exc
+    if args.at is not None and not 0 < args.at <= 1:
+        raise RLCurvesError(f"--at must be a fraction of the budget in (0, 1], got {args.at}")
     entries = _curves(args)
     if sum(len(v) for v in entries.values()) < 2 and len(entries) < 2:
         raise RLCurvesError("a race needs at least two runs: pass two or more LOG paths")
@@ -165,6 +172,8 @@ def cmd_race(args: argparse.Namespace) -> int:
             group = entry if len(runs) > 1 else None
             for run, df in runs:
                 df = df.sort_values("compute", kind="stable")
+                if args.at is not None:
+                    df = df[df["compute"] <= args.at * args.budget]
                 c = df["compute"].to_numpy(float)
                 r = df["reward"].to_numpy(float)
                 upto = c.max() - back * step if c.size else 0.0

@@ -902,7 +902,14 @@ def _fc_words(e: _Entry) -> str:
     return f"{float(fc.mean):.3f} [{float(fc.lower):.3f}, {float(fc.upper):.3f}]"
 
 
-def plot_race(report: RaceReport, ax=None, *, n_curve: int = 100):
+def plot_race(
+    report: RaceReport,
+    ax=None,
+    *,
+    n_curve: int = 100,
+    compute_label: str = "compute",
+    reward_label: str = "reward",
+):
     """Every run's evaluations, its fitted curve to the budget and its forecast interval there.
 
     Stopped runs are drawn faint from the compute where they were stopped, with a cross; the
@@ -914,6 +921,8 @@ def plot_race(report: RaceReport, ax=None, *, n_curve: int = 100):
     ax : matplotlib Axes, optional
     n_curve : int
         Points of each fitted curve.
+    compute_label, reward_label : str
+        Axis labels.
 
     Returns
     -------
@@ -932,6 +941,8 @@ def plot_race(report: RaceReport, ax=None, *, n_curve: int = 100):
         stopped = row["status"] == "stopped"
         dense = len(pts) > 80 * max(len(row["runs"]), 1)
         label = f"{name}: {row['advice']}"
+        if name == report.leader and row["advice"] != LEADER:
+            label += " (leader)"
         if stopped:
             at = min(report.stop_compute.get(r, math.inf) for r in row["runs"])
             label = f"{name}: stopped at {at / report.budget:.0%}"
@@ -972,8 +983,8 @@ def plot_race(report: RaceReport, ax=None, *, n_curve: int = 100):
                 zorder=5,
             )
     ax.axvline(report.budget, color="0.3", lw=0.8, ls=":")
-    ax.set_xlabel("compute")
-    ax.set_ylabel("reward")
+    ax.set_xlabel(compute_label)
+    ax.set_ylabel(reward_label)
     ax.set_title(
         f"Race to {format_compute(report.budget)}: leader {report.leader}; "
         f"{report.fraction_saved:.0%} of the compute saved",
