@@ -100,6 +100,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         from recipe.train import run
 
         run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+        from recipe import distributed
+
+        distributed.end_process()  # a torchrun rank ends here (recipe/distributed.py: why)
     except (ConfigError, TaskError) as err:
         raise SystemExit(f"config error: {err}") from None
     except GeneratorFailed as err:

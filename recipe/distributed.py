@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
 import os
+import sys
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -76,8 +78,40 @@ def rank_device(device: torch.device, ranks: Ranks) -> torch.device:
 
 
 def close(ranks: Ranks) -> None:
-    if ranks.active and dist.is_initialized():
-        dist.destroy_process_group()
+    """Leave the process group; on a clean end the ranks first meet in a barrier.
+
+    A rank that left while another one still finished a collective with it would break that
+    collective. With an exception in flight no collective is started: the other ranks may be
+    elsewhere, or gone. A torchrun rank then ends with :func:`end_process`.
+    """
+    if not (ranks.active and dist.is_initialized()):
+        return
+    if sys.exc_info()[0] is None:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+def end_process() -> None:
+    """End a torchrun rank's process now, without finalizing the interpreter (``os._exit(0)``
+    once the output is flushed), after :func:`close`; with one process, return.
+
+    Why: gloo runs collectives on worker threads that live as long as the process group, and
+    the group outlives ``destroy_process_group``: FSDP's modules and DTensor's caches hold it,
+    and only its destructor stops those threads. A worker frees a finished collective's
+    tensors just after the caller has moved on, which takes the GIL, and a thread still
+    waiting for the GIL when the interpreter starts finalizing is ended by ``pthread_exit``,
+    whose unwinding through C++ aborts the process ("terminate called without an active
+    exception", SIGABRT; the core's backtrace: ``ProcessGroupGloo::runLoop`` ->
+    ``~AsyncAllgatherWork`` -> ``decref_pyobject`` -> ``take_gil`` -> ``pthread_exit`` ->
+    ``std::terminate``). A rank that has closed its files has nothing left to finalize.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:

@@ -51,6 +51,7 @@ import collections
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -380,3 +381,11 @@ class PipelineRollouts:
             self.stopping = True
             self.cond.notify_all()
         self.thread.join(timeout=60)
+        if self.thread.is_alive():  # a daemon thread: the interpreter ends it at exit
+            warnings.warn(
+                "the rollout producer is still running 60 s after close() (a long generate "
+                "call?); if it is inside torch when the interpreter exits, the process aborts "
+                "with 'terminate called without an active exception'",
+                RuntimeWarning,
+                stacklevel=2,
+            )

@@ -481,9 +481,6 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
             if ranks.main:
                 save_policy(s.model, s.tokenizer, out / "final", state_dict=weights)
-        # no rank tears the process group down while rank 0 still writes (a rank 1 that left
-        # early aborted once in gloo's teardown: "terminate called without an active exception")
-        distributed.barrier(ranks)
     finally:
         if rollouts is not None:
             rollouts.close()

@@ -53,6 +53,7 @@ if ranks.main:
     torch.save({"weights": weights, "pool": pool.state_dict()}, out / "result.pt")
     (out / "row.json").write_text(json.dumps(row))
 distributed.close(ranks)
+distributed.end_process()
 """
 
 
@@ -300,6 +301,84 @@ def test_a_hung_rank_fails_the_job_after_dist_timeout(tmp_path):
     )  # fmt: skip
     assert proc.returncode != 0
     assert "timed out waiting 3000ms" in proc.stderr.lower(), proc.stderr[-4000:]  # ours: 3 s
+
+
+# Issue 25: rank 1 reached the end first and died in teardown with "terminate called without an
+# active exception" (SIGABRT). A gloo worker thread frees a finished collective's tensors just
+# after the caller has moved on, which takes the GIL; one still waiting for it when the
+# interpreter starts finalizing is ended by pthread_exit, which aborts the process. Here rank 1
+# closes while rank 0 is still busy and then keeps the GIL (as a loaded machine's slow last
+# steps do), so that its worker thread is still waiting when the rank ends: ending through
+# finalization (a bare destroy_process_group) aborts every time.
+EARLY_CLOSE = """
+import sys, time, torch, torch.distributed as dist
+from recipe import distributed
+ranks = distributed.init(torch.device("cpu"))
+held = dist.group.WORLD  # as the trainer's FSDP modules and DTensor's caches hold the group
+
+
+class Finalized:  # collected only if the interpreter finalizes; its output wakes gloo's threads
+    def __del__(self, err=sys.stderr, rank=ranks.rank):
+        print(f"rank {rank} finalized the interpreter", file=err, flush=True)
+
+
+marker = Finalized()
+gathered = [torch.zeros(1000) for _ in range(ranks.world)]
+work = dist.all_gather(gathered, torch.ones(1000), async_op=True)
+del gathered, work  # freed by gloo's worker thread when the collective ends: it takes the GIL
+if ranks.rank == 0:
+    time.sleep(1)  # still busy (writing its files) when rank 1 reaches close()
+distributed.close(ranks)
+sys.setswitchinterval(100)  # from here this thread keeps the GIL
+start = time.perf_counter()
+while time.perf_counter() - start < 2:
+    pass
+distributed.end_process()
+"""
+
+
+# ~10 s (one 2-rank launch of a script that imports torch)
+def test_a_rank_that_closes_first_ends_without_the_gloo_teardown_abort(tmp_path):
+    script = tmp_path / "early_close.py"
+    script.write_text(EARLY_CLOSE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [*TORCHRUN, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "terminate called" not in proc.stderr
+    # the cure: a rank ends without finalizing the interpreter, the step that aborts a thread
+    # waiting for the GIL
+    assert "finalized the interpreter" not in proc.stderr
+
+
+# A rank that fails leaves at once: close() starts no barrier with an exception in flight (rank 0
+# is elsewhere, as after a failure it may be, and would never join one).
+FAILING_RANK = """
+import time, torch
+from recipe import distributed
+ranks = distributed.init(torch.device("cpu"), timeout=300.0)
+try:
+    if ranks.rank == 1:
+        raise RuntimeError("rank 1 failed")
+    time.sleep(600)
+finally:
+    distributed.close(ranks)
+"""
+
+
+# ~10 s (one 2-rank launch of a script that imports torch)
+def test_a_failing_rank_closes_without_waiting_for_the_others(tmp_path):
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING_RANK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # a barrier in close() would hold rank 1 for the 300 s collective timeout, past the 120 s
+    proc = subprocess.run(
+        [*TORCHRUN, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "rank 1 failed" in proc.stderr, proc.stderr[-4000:]
 
 
 def test_the_trainer_passes_dist_timeout_to_the_process_group(tmp_path, monkeypatch):
