@@ -49,34 +49,64 @@ N_EVAL = 5
 N_BOOT = 200
 CORPUS_NAME = "deepgrpo_gsm8k (12 verl runs, Qwen2.5-0.5B on GSM8K; rlcurves/data/curves)"
 _SHIPPED = "calibration_corpus.json"
-_CORPUS_FILES = ("deepgrpo_gsm8k_sweeps.csv", "deepgrpo_gsm8k_wallclock.csv")
+# family -> (files, step column, metric column, description)
+FAMILIES = {
+    "gsm8k": (
+        ("deepgrpo_gsm8k_sweeps.csv", "deepgrpo_gsm8k_wallclock.csv"),
+        "step",
+        "12 verl runs of Qwen2.5-0.5B-Instruct on GSM8K (github.com/befocuss/Deep-GRPO)",
+    ),
+    "math": (
+        ("cs336_grpo_math_qwen25math15b.csv",),
+        "x",
+        "17 GRPO runs of Qwen2.5-Math-1.5B on MATH (a CS336 assignment-5 solution)",
+    ),
+}
 
 
-def load_corpus() -> dict[str, pd.DataFrame]:
+def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
     """The bundled real-run corpus: one frame per distinct run (columns ``compute``, ``reward``).
 
-    Two W&B exports of verl runs (Qwen2.5-0.5B-Instruct RL on GSM8K, validation mean@1 every 5
-    steps) from github.com/befocuss/Deep-GRPO at commit 8e7df46e (the source is in each file's
-    header): nine settings of one sweep and four budget variants, one of which repeats a sweep
-    run and is kept once. Compute is the training step (constant batch); ``attrs`` names the
-    source file.
+    Two families of finished RL runs, each file with its source in its header:
+
+    - ``"gsm8k"``: two W&B exports of verl runs (Qwen2.5-0.5B-Instruct RL on GSM8K, validation
+      mean@1 every 5 steps, 365-898 evaluations) from github.com/befocuss/Deep-GRPO at commit
+      8e7df46e: nine settings of one sweep and four budget variants, one of which repeats a sweep
+      run and is kept once (12 runs).
+    - ``"math"``: GRPO runs of Qwen2.5-Math-1.5B on MATH (validation accuracy on 1,024 problems,
+      one sample each, every 5 steps; 21-41 evaluations) from a Stanford CS336 assignment-5
+      solution: a learning-rate sweep, clip and epoch variants, normalization ablations, a
+      400-step run, a run started from SFT and one that peaks and sags (17 runs).
+
+    Compute is the training step (constant batch). Each frame's ``attrs`` names its ``source``
+    file, ``name`` and ``family``.
+
+    Parameters
+    ----------
+    family : {"gsm8k", "math"}, optional
+        One family; default both (29 runs).
     """
+    if family is not None and family not in FAMILIES:
+        raise RLCurvesError(f"unknown family {family!r}; choose one of {list(FAMILIES)} or None")
     runs: dict[str, pd.DataFrame] = {}
-    for filename in _CORPUS_FILES:
-        with resources.files("rlcurves.data").joinpath("curves", filename).open("r") as fh:
-            df = pd.read_csv(fh, comment="#")
-        for name, g in df.groupby("run", sort=True):
-            if name in runs:
-                continue
-            g = g.sort_values("step")
-            frame = pd.DataFrame(
-                {
-                    "compute": g["step"].to_numpy(float),
-                    "reward": g["metric"].to_numpy(float),
-                }
-            )
-            frame.attrs.update(source=f"rlcurves/data/curves/{filename}", name=name)
-            runs[str(name)] = frame
+    for fam, (files, step, _) in FAMILIES.items():
+        if family is not None and fam != family:
+            continue
+        for filename in files:
+            with resources.files("rlcurves.data").joinpath("curves", filename).open("r") as fh:
+                df = pd.read_csv(fh, comment="#")
+            for name, g in df.groupby("run", sort=True):
+                if name in runs:
+                    continue
+                g = g.sort_values(step)
+                frame = pd.DataFrame(
+                    {
+                        "compute": g[step].to_numpy(float),
+                        "reward": g["metric"].to_numpy(float),
+                    }
+                )
+                frame.attrs.update(source=f"rlcurves/data/curves/{filename}", name=name, family=fam)
+                runs[str(name)] = frame
     return runs
 
 

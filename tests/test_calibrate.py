@@ -19,13 +19,14 @@ from rlcurves.calibrate import (
 
 
 def test_corpus_is_the_twelve_distinct_verl_runs_with_their_source():
-    runs = load_corpus()
+    runs = load_corpus("gsm8k")
     assert len(runs) == 12  # 9 sweep runs + 4 budget variants, one of which repeats a sweep run
     for name, frame in runs.items():
         assert list(frame.columns) == ["compute", "reward"]
         assert frame["compute"].is_monotonic_increasing and len(frame) > 300
         assert frame["reward"].between(0, 1).all()
         assert frame.attrs["source"].startswith("rlcurves/data/curves/deepgrpo_gsm8k")
+        assert frame.attrs["family"] == "gsm8k"
         assert "Qwen2.5-0.5B" in name
     from importlib import resources
 
@@ -35,6 +36,29 @@ def test_corpus_is_the_twelve_distinct_verl_runs_with_their_source():
         .open() as fh
     ):
         assert "github.com/befocuss/Deep-GRPO at commit 8e7df46e" in fh.readline()
+
+
+def test_math_family_is_the_seventeen_grpo_runs_with_their_source():
+    runs = load_corpus("math")
+    assert len(runs) == 17
+    sizes = sorted(len(f) for f in runs.values())
+    assert sizes[0] == 21 and sizes[-1] == 41  # the 400-step run is evaluated every 20 steps
+    for frame in runs.values():
+        assert frame["compute"].is_monotonic_increasing and frame["compute"].iloc[0] == 0
+        assert frame["reward"].between(0, 1).all() and frame.attrs["family"] == "math"
+    assert "no_baseline_lr4e-5" in runs  # the run that peaks and sags is kept, not filtered
+    from importlib import resources
+
+    with (
+        resources.files("rlcurves.data")
+        .joinpath("curves", "cs336_grpo_math_qwen25math15b.csv")
+        .open() as fh
+    ):
+        head = fh.readline()
+    assert "ShibukiZero/assignment5-alignment" in head and "1493450f" in head
+    assert set(load_corpus()) == set(runs) | set(load_corpus("gsm8k"))
+    with pytest.raises(RLCurvesError, match="family"):
+        load_corpus("code")
 
 
 def test_conformal_quantile_is_the_ceil_rank_and_infinite_when_too_few():
@@ -53,7 +77,7 @@ def test_conformal_quantile_is_the_ceil_rank_and_infinite_when_too_few():
 def test_shipped_calibration_is_reproduced_by_calibrate_on_the_corpus():
     shipped = default_calibration()
     assert shipped.corpus == CORPUS_NAME and shipped.n == 36 and shipped.n_runs == 12
-    again = rlcurves.calibrate(load_corpus(), name=CORPUS_NAME, progress=False, seed=0)
+    again = rlcurves.calibrate(load_corpus("gsm8k"), name=CORPUS_NAME, progress=False, seed=0)
     # (rtol 1e-3: solver builds may differ in the last digits; a stale file differs by far more)
     np.testing.assert_allclose(np.sort(again.scores), np.sort(shipped.scores), rtol=1e-3)
     # the multipliers grow with the level and are finite up to 95% with 36 scores
