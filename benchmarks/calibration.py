@@ -33,6 +33,7 @@ Run: python -m benchmarks.calibration [--quick] [--write-calibration]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import time
@@ -45,7 +46,15 @@ from tqdm.auto import tqdm
 
 import rlcurves
 from rlcurves import fit_sigmoid, sigmoid
-from rlcurves.calibrate import calibrate, default_calibration, load_corpus
+from rlcurves.calibrate import (
+    CORPUS_NAME,
+    NU,
+    calibrate,
+    default_calibration,
+    fit_tau,
+    load_corpus,
+)
+from rlcurves.ensemble import fit_tail_power_law
 from rlcurves.powerlaw import fit_power_law
 
 RESULTS = Path(__file__).parent / "results"
@@ -118,17 +127,23 @@ def forecast_record(fit, c, r, calibration, seed=0) -> dict:
 
 
 def single_family_errors(c, r, fraction) -> dict:
-    """Absolute errors of the sigmoid alone and of the power law alone, on the same prefix."""
+    """Absolute errors of the sigmoid alone and of the power law alone (fitted on the prefix's
+    tail as the forecast does, and on the whole prefix), on the same prefix."""
     end = fraction * float(c.max())
     win = c > (1 - TARGET_FRACTION) * c.max()
     obs = float(np.mean(r[win]))
+    inside = c <= end
+    fitters = {
+        "sigmoid": lambda: fit_sigmoid(c, r, max_compute=end),
+        "power_law": lambda: fit_tail_power_law(c[inside], r[inside], float(c[inside].max())),
+        "power_law_whole_prefix": lambda: fit_power_law(c, r, max_compute=end),
+    }
     out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, fn in (("sigmoid", fit_sigmoid), ("power_law", fit_power_law)):
+        for name, fn in fitters.items():
             try:
-                f = fn(c, r, max_compute=end)
-                out[name] = abs(float(np.mean(f.predict(c[win]))) - obs)
+                out[name] = abs(float(np.mean(fn().predict(c[win]))) - obs)
             except rlcurves.RLCurvesError:
                 out[name] = math.nan
     return out
@@ -141,11 +156,11 @@ def real_runs(quick: bool, seed: int = 0) -> list[dict]:
     if quick:  # a few runs of each family
         families = {f: names[:4] for f, names in families.items()}
         corpus = {k: corpus[k] for names in families.values() for k in names}
-    cal_all = calibrate(corpus, name="bundled corpus", seed=seed, progress=False)
-    cal_family = {
-        f: calibrate({k: corpus[k] for k in names}, name=FAMILY_NAMES[f], seed=seed, progress=False)
-        for f, names in families.items()
-    }
+    # one calibration of every run; each split leaves out what it tests (tau is refitted)
+    cal_all = calibrate(corpus, name=CORPUS_NAME, seed=seed, progress=True)
+    cal_family = {f: cal_all.subset(names) for f, names in families.items()}
+    for f, cal in cal_family.items():
+        cal.corpus = f"{FAMILY_NAMES[f]} runs"
     records = []
     items = [(f, k) for f, names in families.items() for k in names]
     for fam, name in tqdm(items, desc="real runs", leave=False):
@@ -175,7 +190,7 @@ def real_runs(quick: bool, seed: int = 0) -> list[dict]:
                         **rec,
                     }
                 )
-    return records
+    return records, cal_all, families
 
 
 def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
@@ -199,7 +214,7 @@ def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
             median_width=float(np.median([r["width"] for r in recs])),
             median_abs_error=float(np.median([r["abs_error"] for r in recs])),
         )
-        for m in ("sigmoid", "power_law"):
+        for m in ("sigmoid", "power_law", "power_law_whole_prefix"):
             if m in recs[0]:
                 row[f"median_abs_error_{m}"] = float(np.nanmedian([r[m] for r in recs]))
         rows.append(row)
@@ -209,7 +224,7 @@ def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
 def real_table(rows: list[dict]) -> str:
     lines = [
         "| split | tested on | fit on | runs | 90% covered | Wilson 95% | median width | "
-        "median abs. error | sigmoid alone | power law alone |",
+        "median abs. error | sigmoid alone | power law alone (tail fit) |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -219,6 +234,119 @@ def real_table(rows: list[dict]) -> str:
             f"{r['wilson_low']:.0%}-{r['wilson_high']:.0%} | {r['median_width']:.3f} | "
             f"{r['median_abs_error']:.4f} | {r['median_abs_error_sigmoid']:.4f} | "
             f"{r['median_abs_error_power_law']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def pooled_table(rows: list[dict]) -> str:
+    lines = [
+        "| split | fit on | runs (both families) | 90% covered | Wilson 95% | median width |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['split']} | {r['fraction']:.0%} | {r['n']} | {r['covered']}/{r['n']} "
+            f"({r['coverage']:.0%}) | {r['wilson_low']:.0%}-{r['wilson_high']:.0%} | "
+            f"{r['median_width']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+# ---- the misspecification term's form ------------------------------------------------------
+
+GROWTH_FORMS = {
+    "sqrt(d)": np.sqrt,
+    "d": lambda d: d,
+    "d^1.5": lambda d: d**1.5,
+    "d^2": lambda d: d**2,
+}
+DISTANCE_BINS = (0.0, 0.3, 0.6, 0.9, 1.2, 1.9)
+
+
+def _t_loglik(err, v, nu=NU) -> np.ndarray:
+    from scipy.stats import t
+
+    return t.logpdf(err / np.sqrt(v), nu) - 0.5 * np.log(v)
+
+
+def misspecification(cal, families: dict[str, list[str]], n_boot: int = 1000) -> dict:
+    """Does the error variance beyond the run's own parts grow as tau^2 d?
+
+    The binned excess ``error^2 - (fit_var + mix_var + noise_var)`` (runs weighted equally, a
+    bootstrap over runs for its 90% interval) against ``tau^2 g(d)``; and, for each candidate
+    ``g``, tau fitted on one family and the mean Student-t log-likelihood of the other family's
+    errors (higher is better), both ways.
+    """
+    r = cal.records
+    base = (r["fit_var"] + r["mix_var"] + r["noise_var"]).to_numpy(float)
+    excess = r["error"].to_numpy(float) ** 2 - base
+    d = r["distance"].to_numpy(float)
+    runs = r["run"].to_numpy()
+    names = np.unique(runs)
+    rng = np.random.default_rng(0)
+    bins = []
+    for lo, hi in itertools.pairwise(DISTANCE_BINS):
+        m = (d > lo) & (d <= hi)
+        if not m.any():
+            continue
+
+        def stat(chosen, m=m):
+            vals = [excess[m & (runs == k)].mean() for k in chosen if np.any(m & (runs == k))]
+            return float(np.mean(vals)) if vals else math.nan
+
+        boots = [stat(rng.choice(names, names.size)) for _ in range(n_boot)]
+        lo_ci, hi_ci = np.nanquantile(boots, [0.05, 0.95])
+        bins.append(
+            {
+                "d_low": lo,
+                "d_high": hi,
+                "mean_d": float(d[m].mean()),
+                "n": int(m.sum()),
+                "excess": stat(names),
+                "excess_low": float(lo_ci),
+                "excess_high": float(hi_ci),
+                "tau2_d": cal.tau**2 * float(d[m].mean()),
+            }
+        )
+    forms = {}
+    for name, g in GROWTH_FORMS.items():
+        row = {}
+        for train, test in (("gsm8k", "math"), ("math", "gsm8k")):
+            rt = r[r["run"].isin(families[train])]
+            re = r[r["run"].isin(families[test])]
+            tau = fit_tau(rt, growth=g)
+            v = (re["fit_var"] + re["mix_var"] + re["noise_var"]).to_numpy(float) + tau**2 * g(
+                re["distance"].to_numpy(float)
+            )
+            row[f"{train}->{test}"] = float(np.mean(_t_loglik(re["error"].to_numpy(float), v)))
+            row[f"tau {train}"] = tau
+        forms[name] = row
+    return {"bins": bins, "forms": forms, "tau": cal.tau}
+
+
+def misspecification_tables(m: dict) -> str:
+    lines = [
+        f"Excess error variance past the fit window (pooled tau = {m['tau']:.4f}):",
+        "",
+        "| distance d (log compute) | forecasts | excess variance (90% run bootstrap) | tau^2 d |",
+        "|---|---|---|---|",
+    ]
+    for b in m["bins"]:
+        lines.append(
+            f"| {b['d_low']:.1f}-{b['d_high']:.1f} (mean {b['mean_d']:.2f}) | {b['n']} | "
+            f"{b['excess']:.2e} ({b['excess_low']:.1e} to {b['excess_high']:.1e}) | "
+            f"{b['tau2_d']:.2e} |"
+        )
+    lines += [
+        "",
+        "| g(d) | tau fitted on GSM8K | log-lik. on MATH | tau fitted on MATH | "
+        "log-lik. on GSM8K |",
+        "|---|---|---|---|---|",
+    ]
+    for name, row in m["forms"].items():
+        lines.append(
+            f"| {name} | {row['tau gsm8k']:.4f} | {row['gsm8k->math']:.3f} | "
+            f"{row['tau math']:.4f} | {row['math->gsm8k']:.3f} |"
         )
     return "\n".join(lines)
 
@@ -373,15 +501,21 @@ def main(argv=None):
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.write_calibration:
-        cal = calibrate(load_corpus(), name="bundled corpus", seed=0, progress=True)
+        cal = calibrate(load_corpus(), name=CORPUS_NAME, seed=0, progress=True)
         d = cal.to_dict()
         d["made_by"] = "python -m benchmarks.calibration --write-calibration"
         SHIPPED.write_text(json.dumps(d, indent=1))
         print(f"wrote {SHIPPED}")
     n_sim = args.runs or (10 if args.quick else 100)
-    real = real_runs(args.quick)
+    real, cal_all, families = real_runs(args.quick)
     real_rows = summarize(real, ("split", "family", "fraction"))
+    pooled_rows = summarize(real, ("split", "fraction"))
     print(real_table(real_rows))
+    print()
+    print(pooled_table(pooled_rows))
+    mis = misspecification(cal_all, families)
+    print()
+    print(misspecification_tables(mis))
     regimes = {**simulated(n_sim, 7), **real_regimes(args.quick)}
     regime_rows = []
     for label, recs in regimes.items():
@@ -396,6 +530,8 @@ def main(argv=None):
         "target": "mean of the evaluations over the last 10% of compute",
         "shipped": default_calibration().name,
         "real": real_rows,
+        "real_pooled": pooled_rows,
+        "misspecification": mis,
         "regimes": regime_rows,
         "sim_regimes": {k: asdict(v) for k, v in SIM_REGIMES.items()},
         "simulated_runs_per_regime": n_sim,

@@ -28,23 +28,40 @@ def test_bootstrap_forecast_contract(half_budget_fit):
     for name in ("at", "mean", "lower", "upper", "prediction_lower", "prediction_upper"):
         assert getattr(fc, name).shape == (2,), name
     assert fc.samples.shape == (400, 2)
-    np.testing.assert_allclose(fc.mean, half_budget_fit.predict([8000.0, 16000.0]))
-    assert np.all(fc.prediction_lower <= fc.lower) and np.all(fc.lower < fc.mean)
-    assert np.all(fc.mean < fc.upper) and np.all(fc.upper <= fc.prediction_upper)
+    # the point forecast is the model average of the two families' forecasts of the run's level
+    w = fc.info["weights"]
+    assert w["sigmoid"] + w["power_law"] == pytest.approx(1.0) and 0 <= w["sigmoid"] <= 1
+    fam = fc.info["families"]
+    np.testing.assert_allclose(fc.info["disagreement"], fam["power_law"] - fam["sigmoid"])
+    # 8000 is the end of the fit window: there the sigmoid alone (the level of the last 10%)
+    grid = 8000.0 - 200.0 * np.arange(4)
+    assert fc.mean[0] == pytest.approx(np.mean(half_budget_fit.predict(grid)))
+    beyond = w["sigmoid"] * fam["sigmoid"][1] + w["power_law"] * fam["power_law"][1]
+    assert fc.mean[1] == pytest.approx(beyond)
+    assert np.all(fc.lower < fc.mean) and np.all(fc.mean < fc.upper)
+    assert np.all(fc.prediction_lower < fc.mean) and np.all(fc.mean < fc.prediction_upper)
     # extrapolating further is less certain
     width = fc.upper - fc.lower
     assert width[1] > width[0]
-    # the default interval is mean +- q * scale, q from the shipped real-run calibration
+    # the printed interval is the predictive distribution's, whose draws are mean + scale * Z
+    # with |Z| distributed as the run-level calibration scores (multiplier at the level)
     q, scale = fc.info["multiplier"], fc.info["scale"]
-    assert q == default_calibration().quantile(0.9) and np.isfinite(q)
-    np.testing.assert_allclose(fc.lower, fc.mean - q * scale)
-    np.testing.assert_allclose(fc.upper, fc.mean + q * scale)
-    assert "deepgrpo_gsm8k" in fc.calibration and fc.calibration_n >= 30
+    assert q == pytest.approx(default_calibration().quantile(0.9)) and np.isfinite(q)
+    np.testing.assert_allclose(fc.lower, fc.mean - q * scale, atol=0.01 * width.max())
+    np.testing.assert_allclose(fc.upper, fc.mean + q * scale, atol=0.01 * width.max())
+    assert fc.predictive.n_draws >= 2000 and "evaluations" in fc.predictive.quantity
+    assert fc.prediction_predictive.quantity == "one evaluation"
+    np.testing.assert_allclose(fc.prediction_predictive.interval(0.9)[0], fc.prediction_lower)
+    assert "29 runs" in fc.calibration and fc.calibration_n == 29
+    # the same seed gives the same draws
+    again = forecast(half_budget_fit, [8000.0, 16000.0], seed=0, progress=False, n=400)
+    np.testing.assert_array_equal(again.predictive.draws, fc.predictive.draws)
     # a raw kind is the samples' percentile band and says it is uncalibrated
     raw = forecast(half_budget_fit, [8000.0, 16000.0], seed=0, progress=False, n=400, kind="ar1")
     lo, hi = np.quantile(raw.samples, [0.05, 0.95], axis=0)
     np.testing.assert_allclose(raw.lower, lo)
     np.testing.assert_allclose(raw.upper, hi)
+    np.testing.assert_allclose(raw.mean, half_budget_fit.predict([8000.0, 16000.0]))
     assert raw.calibration == "uncalibrated" and raw.calibration_n == 0
     assert list(fc.to_frame().columns)[:4] == ["at", "mean", "lower", "upper"]
 
