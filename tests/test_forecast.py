@@ -196,3 +196,23 @@ def test_a_ceiling_on_its_bound_is_said_beyond_the_data():
     assert "sits on its bound" in fc.note
     inside = forecast(fit, 4000.0, progress=False, seed=0, n=200)
     assert "bound" not in inside.note
+
+
+def test_a_run_unlike_the_calibration_runs_is_said_to_be():
+    # Issue 26, point 1: warn when a run's noise level or evaluation count lies outside what the
+    # calibration saw, and say what to do. A noise-free run (residual sd ~1e-6, the corpus's runs
+    # have 0.006-0.06) fitted on 6 evaluations with R0 fixed (the corpus's shortest fits have 7):
+    c = np.linspace(0, 4000, 11)
+    y = sigmoid(c, 0.6, 1.5, 900.0, 0.3) + np.random.default_rng(1).normal(0, 1e-6, c.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, y, max_compute=2000, r0=0.3)
+    assert fit.n == 6 and fit.dof == 3
+    fc = forecast(fit, 4000.0, seed=0, progress=False, n=200)
+    assert "residual sd" in fc.note and "outside the calibration runs'" in fc.note
+    assert "rlcurves.calibrate" in fc.note
+    assert "fitted on 6 evaluations, fewer than any calibration forecast (7)" in fc.note
+    assert "evaluate more often" in fc.note
+    # the interval does not collapse with the noise: the misspecification is in reward units
+    tau = default_calibration().tau
+    assert fc.upper - fc.lower > 2 * tau * np.sqrt(np.log(4000.0 / 2000.0))
