@@ -15,6 +15,7 @@ from recipe.config import Config, ConfigError
 from recipe.pipeline import GeneratorFailed
 from recipe.run import RESUMABLE
 from recipe.tasks import TaskError
+from recipe.versions import VersionError
 
 
 def _epilog() -> str:
@@ -102,6 +103,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
     except (ConfigError, TaskError) as err:
         raise SystemExit(f"config error: {err}") from None
+    except VersionError as err:
+        raise SystemExit(f"unsupported version: {err}") from None
     except GeneratorFailed as err:
         raise SystemExit(
             f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "

@@ -47,6 +47,11 @@ class Ranks:
 SINGLE = Ranks()
 
 
+def launched_ranks() -> int:
+    """How many ranks torchrun started (``WORLD_SIZE``; 1 without torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init(device: torch.device, timeout: float = 1800.0) -> Ranks:
     """Join the torchrun group (gloo on CPU, nccl on CUDA); one process: :data:`SINGLE`.
 
@@ -55,7 +60,7 @@ def init(device: torch.device, timeout: float = 1800.0) -> Ranks:
     the others blocked (torchrun then stops every rank). Rank 0 alone generates and evaluates
     while the others wait in the next collective, so it must exceed that stretch.
     """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launched_ranks()
     if world <= 1:
         return SINGLE
     ranks = Ranks(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))

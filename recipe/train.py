@@ -55,7 +55,7 @@ import torch
 from tqdm import tqdm
 
 from recipe import config as config_mod
-from recipe import distributed
+from recipe import distributed, versions
 from recipe.advantages import advantages, zero_variance_keep
 from recipe.config import Config, ConfigError
 from recipe.curriculum import PromptPool
@@ -363,6 +363,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     log_path, ckpt_path = out / "log.jsonl", out / "checkpoint.pt"
     if not resume and log_path.exists() and log_path.stat().st_size > 0:
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
+    # torch (and vLLM) in the supported ranges, before any rank joins a collective
+    versions.check(vllm=cfg.generator == "vllm", sharded=distributed.launched_ranks() > 1)
     # torchrun's ranks, or one process; a rank stuck dist_timeout seconds fails the job
     ranks = distributed.init(resolve_device(cfg.device), timeout=cfg.dist_timeout)
     distributed.barrier(ranks)  # every rank has checked the log before rank 0 writes
