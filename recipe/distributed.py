@@ -20,11 +20,14 @@ import dataclasses
 import functools
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from recipe.weights import Weights
 
 
 @dataclass(frozen=True)
@@ -185,9 +188,40 @@ def local_value(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
+def model_weights(model: torch.nn.Module, ranks: Ranks) -> Weights:
+    """The policy's full weights for a push, one parameter at a time (recipe/weights.py).
+
+    One process: the model's own tensors (no copy). Several ranks: a collective. Every rank
+    calls this at the same point and reads the result there (rank 0's generator consumes it,
+    the other ranks :meth:`~recipe.weights.Weights.drain` it): each item is one parameter
+    gathered from its shards with ``full_tensor()`` on the trainer's device, dropped before the
+    next, so no rank holds more than one full parameter; only rank 0's stream yields them.
+    Finiteness comes from the shards (one all-reduce), so a NaN is refused before anything is
+    sent.
+    """
+    state = model.state_dict()  # sharded DTensors under FSDP2: nothing is gathered here
+    if not ranks.active:
+        return Weights.of(state)
+    from torch.distributed.tensor import DTensor
+
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t.to_local() if isinstance(t, DTensor) else t
+
+    bad = sum(not bool(torch.isfinite(local(t)).all()) for t in state.values())
+    (n_bad,) = all_sum([float(bad)], ranks)
+
+    def items():
+        for name, value in state.items():
+            full = value.full_tensor() if isinstance(value, DTensor) else value
+            if ranks.main:
+                yield name, full
+
+    return Weights({k: v.shape for k, v in state.items()}, items, finite=n_bad == 0, once=True)
+
+
 def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict:
-    """The unsharded weights (on CPU), for the generator push: a collective; rank 0 gets them,
-    the other ranks an empty dict."""
+    """The unsharded weights on CPU (for the final Hugging Face folder): a collective; rank 0
+    gets them, the other ranks an empty dict."""
     if not ranks.active:
         return model.state_dict()
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -203,10 +237,12 @@ class _NoClock:
 
 class RankRollouts:
     """The rollout source on every rank: rank 0's real one (``inner``), whose batches are
-    broadcast; the other ranks (``inner=None``) receive them. Idle clocks are rank 0's."""
+    broadcast; the other ranks (``inner=None``) receive them. Idle clocks are rank 0's.
+    ``takes_weights(step)``: the schedule of pushes (recipe/pipeline.py), known on every rank
+    because every rank joins a push's gathers."""
 
-    def __init__(self, inner, ranks: Ranks) -> None:
-        self.inner, self.ranks = inner, ranks
+    def __init__(self, inner, ranks: Ranks, takes_weights: Callable[[int], bool]) -> None:
+        self.inner, self.ranks, self.takes_weights = inner, ranks, takes_weights
 
     @property
     def generator_idle(self):
@@ -222,11 +258,13 @@ class RankRollouts:
             batch = dataclasses.replace(batch, futures=[])
         return broadcast(batch, self.ranks)
 
-    def push(self, state_dict, version: int) -> None:
+    def push(self, weights: Weights, version: int) -> None:
+        """Rank 0's generator reads the stream; every other rank joins its gathers."""
         if self.inner is not None:
-            self.inner.push(state_dict, version=version)
+            self.inner.push(weights, version=version)
+        weights.drain()
 
     def __getattr__(self, name):  # hold / release / sync / close: rank 0's, no-ops elsewhere
-        if name.startswith("_") or name in ("inner", "ranks"):
+        if name.startswith("_") or name in ("inner", "ranks", "takes_weights"):
             raise AttributeError(name)
         return getattr(self.inner, name) if self.inner is not None else (lambda *a, **k: None)

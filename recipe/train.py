@@ -55,7 +55,7 @@ import torch
 from tqdm import tqdm
 
 from recipe import config as config_mod
-from recipe import distributed, versions
+from recipe import distributed, pipeline, versions
 from recipe.advantages import advantages, zero_variance_keep
 from recipe.config import Config, ConfigError
 from recipe.curriculum import PromptPool
@@ -63,7 +63,7 @@ from recipe.forward import completion_logprobs, resolve_device, right_pad
 from recipe.generate import Completion
 from recipe.loss import policy_loss, token_weights
 from recipe.model import save_policy
-from recipe.pipeline import Batch, SharedPool, version_stats
+from recipe.pipeline import Batch, SharedPool, push, version_stats
 from recipe.run import (
     Log,
     NullLog,
@@ -397,9 +397,10 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         updates_total = 0
         if state is not None:
             pool.load_state_dict(state["pool"])
-            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+            weights = distributed.model_weights(s.model, ranks)  # all ranks take part
             if generator is not None:
                 generator.push_weights(weights, version=state["step"])
+            weights.drain()
             if rng is not None and state["sampler_rng"] is not None:
                 rng.set_state(state["sampler_rng"].cpu())
             start, wall = state["step"], state["wall_seconds"]
@@ -414,13 +415,14 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         raise
 
     def eval_row(step: int) -> dict:
-        if cfg.generator == "vllm":  # vLLM evaluates through the rollout engine: load its weights
-            if rollouts is not None:
-                rollouts.sync()
-        else:  # the torch evaluator samples from the trainer's own model: only the version
-            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+        # the evaluator takes the trainer's weights: vLLM's (the rollout engine) unless this
+        # step's push brought them already; the torch sampler's always (sharing the trainer's
+        # model in one process, that only sets the version)
+        if cfg.generator != "vllm" or not takes_weights(step):
+            weights = distributed.model_weights(s.model, ranks)  # all ranks take part
             if evaluator is not None:
-                evaluator.push_weights(weights, version=step)
+                push(evaluator, weights, version=step)
+            weights.drain()
         if not ranks.main:
             return {}
         rate, by_class = evaluate(cfg, evaluator, s, step)
@@ -432,6 +434,11 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             # flat columns (val_pass_rate/carries_0 ...): read_log(..., reward=<one>) fits a class
             **{f"val_pass_rate/{k}": v for k, v in by_class.items()},
         }  # fmt: skip
+
+    k = cfg.max_lag if cfg.mode == "ppo-off-policy" else 1
+
+    def takes_weights(step: int) -> bool:  # whether the generator uses the weights of `step`
+        return pipeline.takes_weights(step, k, cfg.steps)
 
     rollouts = None
     try:
@@ -445,8 +452,10 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             gen_idle0, waited0 = rollouts.generator_idle.seconds(), rollouts.trainer_wait
             batch = rollouts.next_batch(step)  # raises GeneratorFailed if the generator died
             row = train_step(cfg, s, batch, optimizer, pool, step)
-            # the full weights (a collective with several ranks); a failed push raises: stop
-            rollouts.push(distributed.full_state_dict(s.model, ranks), version=step)
+            # the new weights, on steps whose weights the generator uses (a collective with
+            # several ranks: each parameter gathered as it is sent); a failed push raises: stop
+            if takes_weights(step):
+                rollouts.push(distributed.model_weights(s.model, ranks), version=step)
             elapsed = time.perf_counter() - t0
             wall += elapsed
             samples_total += row["samples"]

@@ -140,9 +140,8 @@ def test_a_failed_push_is_never_silent():
     pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
     src = OffPolicyRollouts(BadPush(), pool, [[5]] * 50, fake_cfg(), 1)
     src.next_batch(1)
-    src.push({"w": torch.zeros(1)}, version=1)
     with pytest.raises(GeneratorFailed, match=r"weight push of policy version 1 failed.*lm_head"):
-        src.next_batch(2)
+        src.push({"w": torch.zeros(1)}, version=1)
     src = PipelineRollouts(BadPush(), pool, [[5]] * 50, fake_cfg(), 0, first_step=1, version=0)
     try:
         src.next_batch(1)
@@ -275,3 +274,33 @@ def test_every_mode_charges_every_device(tmp_path, init_dir, mode):
     for r in rows:
         assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2, rel=1e-12)
     assert rows[-1]["wall_seconds"] > 0
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("ppo-off-policy", 4), ("sync", 8)])
+def test_the_loop_gathers_weights_only_when_the_generator_uses_them(
+    tmp_path, init_dir, monkeypatch, mode, expected
+):
+    # 7 steps, evaluations at 0 and 7 (the torch evaluator takes the weights at each). With
+    # PPO-off-policy-3 only the rounds' last steps 3 and 6 are pushed (2 + 2 = 4); sync pushes
+    # steps 1-6 (6 + 2 = 8); nobody takes step 7's but the evaluation. With several ranks each
+    # of these reads is a collective gather, so a push nobody uses costs one per parameter.
+    from recipe import distributed
+
+    real, reads = distributed.model_weights, []
+
+    def counting(model, ranks):
+        weights = real(model, ranks)
+        inner = weights._items
+
+        def items():
+            reads.append(1)
+            return inner()
+
+        weights._items = items
+        return weights
+
+    monkeypatch.setattr(distributed, "model_weights", counting)
+    T.run(tiny_cfg(init_dir, mode=mode, max_lag=3, steps=7, eval_every=100), tmp_path)
+    rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 8))
+    assert len(reads) == expected
