@@ -94,31 +94,53 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if type(m).__name__ in names]
 
 
+def precision_policies(bf16: bool, fp32_head: bool):
+    """FSDP2's mixed-precision policies: (the decoder layers', the root's).
+
+    ``bf16``: parameters all-gathered in bf16, gradients reduced in FP32 (the FP32 shards stay
+    the master weights); the root (embeddings, final norm, LM head) FP32 when ``fp32_head``.
+    ``cast_forward_inputs=False`` everywhere: FSDP2's default casts every unit's floating-point
+    inputs to ``param_dtype``, which would carry the residual stream between decoder layers in
+    bf16; one process under autocast keeps it FP32 (autocast casts only the matmuls' inputs),
+    and so must the sharded trainer, or the generator/trainer mismatch would change with the
+    rank count.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    fp32 = MixedPrecisionPolicy(
+        param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=False
+    )
+    body = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False
+    )
+    layers = body if bf16 else fp32
+    return layers, fp32 if fp32_head else layers
+
+
 def shard(model: torch.nn.Module, ranks: Ranks, *, bf16: bool, fp32_head: bool):
     """FSDP2 ``fully_shard`` per decoder layer, then the root; in place, returns ``model``.
 
-    ``bf16`` (GPU): parameters all-gathered in bf16, gradients reduced in FP32, the FP32 shards
-    stay the master weights. The LM head keeps FP32 parameters when ``fp32_head``. On CPU the
-    policy is plain FP32, which is what makes the 1-rank / 2-rank comparison exact to rounding.
+    ``bf16`` (GPU): see :func:`precision_policies`. On CPU the policy is plain FP32, which is
+    what makes the 1-rank / 2-rank comparison exact to rounding.
     """
     if not ranks.active:
         return model
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    return fully_shard_model(model, *precision_policies(bf16, fp32_head))
 
-    fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
-    body = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    policy = body if bf16 else fp32
-    from torch.distributed.fsdp import register_fsdp_forward_method
+
+def fully_shard_model(model: torch.nn.Module, layer_policy, root_policy) -> torch.nn.Module:
+    """:func:`shard` with the policies given (one per decoder layer, the root's)."""
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
     from recipe.forward import SHARDED_FORWARD, body_and_head
 
-    units = [fully_shard(layer, mp_policy=policy) for layer in decoder_layers(model)]
+    units = [fully_shard(layer, mp_policy=layer_policy) for layer in decoder_layers(model)]
     # the root (embeddings, final norm, LM head) in FP32 when the head is: recipe/forward.py
     # reads the head's weight directly. A root keeps its parameters gathered from forward to
     # the end of backward, which that direct read (and the checkpointed chunks' recomputation)
     # needs; forward.py calls the body and head, not the model's forward, so that call is
     # registered as an FSDP forward method.
-    units.append(fully_shard(model, mp_policy=fp32 if fp32_head else policy))
+    units.append(fully_shard(model, mp_policy=root_policy))
     setattr(model, SHARDED_FORWARD, functools.partial(body_and_head, model))
     register_fsdp_forward_method(model, SHARDED_FORWARD)
     for unit in units:  # every rank's loss carries the whole batch's denominators: sum
@@ -143,6 +165,36 @@ def micro_batches(
     n = int(all_max([float(len(chunks))], ranks)[0])
     pad = (mine or positions)[:1]
     return chunks + [(pad, 0.0)] * (n - len(chunks))
+
+
+def backward(loss: torch.Tensor, ranks: Ranks) -> bool:
+    """``loss.backward()`` unless the loss is NaN or inf; returns whether it was finite.
+
+    With several ranks the backward runs even on a non-finite loss: FSDP's gradient reduction
+    waits for every rank's backward, so a rank that skipped it would hang the others. The update
+    is then dropped on every rank (:func:`reduce_stats` spreads ``finite``).
+    """
+    finite = bool(torch.isfinite(loss))
+    if finite or ranks.active:
+        loss.backward()
+    return finite
+
+
+def reduce_stats(stats, ranks: Ranks):
+    """An update's diagnostics over every rank, in place: the fields named in
+    ``type(stats).SUMS`` summed, those in ``MAXIMA`` maxed (None where no rank has a value),
+    ``finite`` true only if it is on every rank. One process: unchanged."""
+    if not ranks.active:
+        return stats
+    *sums, n_bad = all_sum(
+        [getattr(stats, k) for k in stats.SUMS] + [float(not stats.finite)], ranks
+    )
+    for k, v in zip(stats.SUMS, sums, strict=True):
+        setattr(stats, k, v)
+    stats.finite = n_bad == 0
+    for k in stats.MAXIMA:
+        setattr(stats, k, all_max_optional(getattr(stats, k), ranks))
+    return stats
 
 
 def _reduce(values: list[float], ranks: Ranks, op) -> list[float]:

@@ -32,6 +32,17 @@ class Completion:
     # [start, end) of tokens forced by length control (recipe/length_control.py), not sampled:
     # context for later tokens, left out of the loss; None when the completion ran freely
     forced: tuple[int, int] | None = None
+    # the oldest policy version whose KV the tokens may have attended to, when it can differ
+    # from theirs: vLLM's prefix cache is salted with the version at submission, so a request
+    # that waited in the engine's queue across a push samples every token with the new weights
+    # over prompt KV that may be the old ones'. None: the tokens' own versions tell it all.
+    kv_version: int | None = None
+
+    @property
+    def mixed(self) -> bool:
+        """Tokens (or their KV) come from more than one policy version."""
+        seen = set(self.versions) | ({self.kv_version} if self.kv_version is not None else set())
+        return len(seen) > 1
 
 
 class Generator(Protocol):

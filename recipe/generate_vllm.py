@@ -23,8 +23,10 @@ rebuilt in the worker. On GPU the same path works; vLLM's native NCCL weight tra
 Prefix caching: every request carries ``cache_salt=f"v{version}"``, so a request submitted after
 a push never reuses prompt KV computed by older weights, and the prefix cache is also reset after
 each push (that reset is refused by vLLM while paused requests still hold blocks, hence the salt).
-A request submitted before a push but not yet scheduled keeps its old salt: like a running one, it
-may continue on KV computed by the old weights, and its tokens carry the new version.
+A request submitted before a push but not yet scheduled keeps its old salt (vLLM fixes it at
+submission): it may start from prompt KV computed by the old weights while every token it samples
+carries the new version. Its completion records the salt's version (``Completion.kv_version``), so
+it counts as mixed, like a running one, and stays out of ``fresh_logprob_mismatch``.
 
 Failures: the state dict is checked against the model's Hugging Face shapes before anything is
 sent (names, shapes, finite values), because a load that fails inside the worker leaves vLLM's
@@ -254,7 +256,8 @@ def sampling_params(
 
 
 def to_completion(output: Any, fallback_version: int) -> Completion:
-    """Convert one vLLM ``CompletionOutput`` (finished) into a :class:`Completion`."""
+    """Convert one vLLM ``CompletionOutput`` (finished) into a :class:`Completion`;
+    ``fallback_version`` is the version the request was submitted (and cache-salted) with."""
     tokens = list(output.token_ids)
     logprobs = [float(step[tok].logprob) for step, tok in zip(output.logprobs, tokens, strict=True)]
     versions = [fallback_version] * len(tokens)
@@ -266,6 +269,7 @@ def to_completion(output: Any, fallback_version: int) -> Completion:
         logprobs=logprobs,
         versions=versions,
         truncated=output.finish_reason == "length",
+        kv_version=fallback_version,  # the request's cache salt (tokens_prompt)
     )
 
 

@@ -108,7 +108,7 @@ def version_stats(groups: Sequence[Sequence[Completion]], trainer_version: int) 
         "lag_min": min(lags),
         "lag_mean": sum(lags) / len(lags),
         "lag_max": max(lags),
-        "mixed_version_samples": sum(len(set(c.versions)) > 1 for g in groups for c in g),
+        "mixed_version_samples": sum(c.mixed for g in groups for c in g),
     }
 
 

@@ -266,13 +266,18 @@ def test_pipeline_run_resumes_after_a_kill(tmp_path, init_dir):
 
 @pytest.mark.parametrize("mode", ["sync", "ppo-off-policy", "pipeline"])
 def test_every_mode_charges_every_device(tmp_path, init_dir, mode):
-    # devices = 2 (a trainer device and a generator device): the generator's device is held
-    # for the whole run in every mode, idle or not, so gpu_hours counts both everywhere
+    # devices = 2 (on CPU, standing for a trainer device and a generator device): the
+    # generator's device is held for the whole run in every mode, idle or not, so gpu_hours
+    # counts both everywhere; the bill (allocated_gpu_hours: start-up and evaluations too) is
+    # never below it
     T.run(tiny_cfg(init_dir, mode=mode, max_lag=2, steps=2, eval_every=2, devices=2), tmp_path)
     rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     assert {r["kind"] for r in rows} == {"train", "eval"}
     for r in rows:
         assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2, rel=1e-12)
+        assert r["allocated_gpu_hours"] >= r["gpu_hours"]
+    # evaluation and start-up are billed: the bill grows past the busy hours
+    assert rows[-1]["allocated_gpu_hours"] > rows[-1]["gpu_hours"] > 0
     assert rows[-1]["wall_seconds"] > 0
 
 
