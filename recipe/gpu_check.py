@@ -219,7 +219,7 @@ def sampled(init: Path, device: torch.device, n_prompts: int = 16, n: int = 4):
     """The warmed-up policy on ``device``, prompts, and completions it sampled."""
     from recipe.generate import TorchGenerator
     from recipe.model import load_policy, stop_token_ids
-    from recipe.task import split_problems
+    from recipe.tasks.addition import split_problems
 
     model, tok = load_policy(init, device)
     stops = stop_token_ids(tok, init)

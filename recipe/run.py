@@ -23,8 +23,8 @@ from recipe.generate_process import ProcessGenerator, torch_sampler_builder
 from recipe.length_control import InterruptingGenerator
 from recipe.model import encode_prompts, load_policy, stop_token_ids, warm_up
 from recipe.pipeline import OffPolicyRollouts, PipelineRollouts, takes_weights
-from recipe.task import split_problems
 from recipe.tasks import Prompt, Task, load_task
+from recipe.tasks.addition import split_problems
 
 # keys that may change between a run and its --resume (they do not change what is learned;
 # micro-batching and checkpointing change float rounding only, the engines' count and
