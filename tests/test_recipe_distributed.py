@@ -376,41 +376,39 @@ def test_a_two_node_launch_on_one_machine_writes_one_log(tmp_path, init_dir):
 # layer after the first is the residual stream. FSDP2's default would cast it to bf16 at every
 # layer; one process under autocast keeps it FP32, and so must the sharded trainer.
 RESIDUAL = """
-import os, sys, torch, torch.distributed as dist
+import sys, torch, torch.distributed as dist
 from torch.distributed.fsdp import MixedPrecisionPolicy
 from recipe import distributed
 from recipe.forward import completion_logprobs
 from recipe.model import load_policy
 dist.init_process_group("gloo", rank=0, world_size=1)
-model, tok = load_policy(sys.argv[1])
-layers = distributed.decoder_layers(model)
-layer_policy, root_policy = distributed.precision_policies(bf16=True, fp32_head=True)
-if sys.argv[2] == "fsdp-default":  # the control: FSDP2's own default
-    layer_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-distributed.fully_shard_model(model, layer_policy, root_policy)
-seen = []
-layers[-1].register_forward_pre_hook(lambda m, args, kw: seen.append(
-    (args[0] if args else kw["hidden_states"]).dtype), with_kwargs=True)
-completion_logprobs(model, [[1, 2, 3]], [[4, 5]], fp32_head=True, temperature=1.0,
-                    pad_id=tok.pad_token_id, dtype="bfloat16")
-print(seen[0])
+for name in ("recipe", "fsdp-default"):
+    model, tok = load_policy(sys.argv[1])
+    layers = distributed.decoder_layers(model)
+    layer_policy, root_policy = distributed.precision_policies(bf16=True, fp32_head=True)
+    if name == "fsdp-default":  # the control: FSDP2's own default
+        layer_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    distributed.fully_shard_model(model, layer_policy, root_policy)
+    seen = []
+    layers[-1].register_forward_pre_hook(lambda m, args, kw: seen.append(
+        (args[0] if args else kw["hidden_states"]).dtype), with_kwargs=True)
+    completion_logprobs(model, [[1, 2, 3]], [[4, 5]], fp32_head=True, temperature=1.0,
+                        pad_id=tok.pad_token_id, dtype="bfloat16")
+    print(name, seen[0])
 dist.destroy_process_group()
 """
 
 
-# ~15 s (two 1-process launches)
+# ~10 s idle (one process)
 def test_the_sharded_bf16_trainer_keeps_the_residual_stream_in_fp32(tmp_path, init_dir):
     script = tmp_path / "residual.py"
     script.write_text(RESIDUAL)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
-           "MASTER_ADDR": "127.0.0.1"}  # fmt: skip
-    dtypes = {}
-    for policy in ("recipe", "fsdp-default"):
-        env["MASTER_PORT"] = str(_free_port())
-        proc = subprocess.run(
-            [sys.executable, str(script), str(init_dir), policy], cwd=ROOT, env=env,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        dtypes[policy] = proc.stdout.strip().splitlines()[-1]
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script), str(init_dir)], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dtypes = dict(line.split() for line in proc.stdout.splitlines()[-2:])
     assert dtypes == {"recipe": "torch.float32", "fsdp-default": "torch.bfloat16"}
