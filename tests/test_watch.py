@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import rlcurves
 from rlcurves.cli import main
+from rlcurves.decide import DEFAULT_RULE
 from rlcurves.monitor import ON_TRACK, TOO_EARLY, UNLIKELY_BASELINE, identified
 
 RUNS = Path(__file__).resolve().parents[1] / "rlcurves" / "data" / "runs"
@@ -65,11 +67,21 @@ def expected_gate(folder: Path, n: int, budget: float) -> bool:
     """The documented rule, recomputed from the library: may the monitor advise at all?"""
     df = rlcurves.read_log(folder / "log.jsonl", compute=AXIS)
     assert len(df) == n
-    if n < 8 or df["compute"].max() < 0.2 * budget:
+    if n < DEFAULT_RULE.min_points or df["compute"].max() < DEFAULT_RULE.min_fraction * budget:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return identified(rlcurves.fit_sigmoid("compute", "reward", data=df))[0]
+
+
+def _gate(rec: dict) -> bool:
+    """The documented rule for any advice but "too early", from a report's record."""
+    rule = DEFAULT_RULE
+    return (
+        rec["identified"]
+        and rec["n_points"] >= rule.min_points
+        and (rec["fraction"] >= rule.min_fraction)
+    )
 
 
 def _advice(out: str) -> str:
@@ -89,8 +101,7 @@ def test_advice_moves_from_too_early_to_on_track_against_a_worse_baseline(tmp_pa
     # the advice is "too early" exactly where the rule forbids advice, "on track" elsewhere
     # (test_gate_recomputed_from_the_library_matches_the_monitor recomputes the rule itself)
     for rec in records:
-        n = rec["n_points"]
-        gate = rec["identified"] and n >= 8 and rec["fraction"] >= 0.2
+        gate = _gate(rec)
         assert rec["advice"] == (ON_TRACK if gate else TOO_EARLY), rec["reason"]
     first = next(r for r in records if r["advice"] == ON_TRACK)
     # an early call: on track with at most about half the evaluations in
@@ -104,9 +115,13 @@ def test_advice_says_unlikely_for_a_worse_run_and_only_when_identified(tmp_path)
     advice = [_advice(o) for o in outputs]
     assert advice[0] == TOO_EARLY and advice[-1] == UNLIKELY_BASELINE
     assert ON_TRACK not in advice
-    for rec in records:
+    for prev, rec in itertools.pairwise(records):
         if rec["stop"]:
-            assert rec["identified"] and rec["n_points"] >= 8 and rec["fraction"] >= 0.2
+            assert _gate(rec)
+            # issue 27: a stop advice holds on two consecutive refits, across `watch --once`
+            # calls (each a new process that resumes from the JSON-lines report)
+            assert prev["stop"] or prev["pending"] == rec["advice"], (prev, rec)
+    assert records[-2]["pending"] == UNLIKELY_BASELINE or records[-2]["stop"]
     # the run really ended below the baseline: its last evaluations vs the baseline's
     run = rlcurves.read_log(RUNS / "recipe_loo_pipeline_rl", compute=AXIS)["reward"]
     base = rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["reward"]

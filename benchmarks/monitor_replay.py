@@ -1,0 +1,433 @@
+"""Replay finished real runs through ``Monitor`` as if they were running: does the stop advice
+kill a winner, and how much compute does it save?
+
+The setting of issue 27. Two families of real runs: GSM8K (12 verl runs of Qwen2.5-0.5B,
+:func:`rlcurves.calibrate.load_corpus`) and MATH (17 GRPO runs of Qwen2.5-Math-1.5B,
+``cs336_grpo_math_qwen25math15b.csv``). For every ordered pair of runs (run, baseline) within a
+family: the baseline is the other run's final level (the mean of its evaluations over the last
+10% of its steps, known only to its noise: :func:`rlcurves.decide.final_level`), the budget is
+the run's own end, and the run is fed to a :class:`~rlcurves.monitor.Monitor` at 24 checkpoints
+from 10% to 100% of its budget (one refit each). Each refit's advice comes from
+:func:`rlcurves.decide.decide` and :class:`rlcurves.decide.Hysteresis`, exactly as in
+``Monitor``. A run is a *clear winner* when its own final level ends above the baseline's by
+more than 0.01, a *clear loser* when below by more than 0.01.
+
+Reported: clear winners ever told to stop (any stop advice; and by kind), clear losers stopped and
+the median fraction of the budget at which they are, and the compute saved (the fraction of the
+budget left when stopped, summed over pairs). The forecast of a run at a checkpoint does not depend
+on the baseline, so each run is refit 24 times and every pair reuses those refits: the whole
+replay is a few minutes.
+
+``--fit-thresholds`` sets the stop rule's schedule (the "too early" fraction and the p(above)
+threshold from each fraction on) from the measured false stops: over schedules whose threshold
+does not fall with the fraction, the one that stops the most clear losers (then saves the most
+compute) while telling at most ``--alpha`` of the clear winners to stop. It is chosen
+leave-one-family-out (on GSM8K, scored on MATH, and the reverse: the out-of-sample figures) and
+then on both families together; ``--write`` stores the latter in ``rlcurves/data/stop_rule.json``
+(:data:`rlcurves.decide.DEFAULT_RULE`) with the held-out figures beside it.
+
+Run: python -m benchmarks.monitor_replay [--quick] [--fit-thresholds [--write]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import itertools
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from rlcurves.calibrate import load_corpus
+from rlcurves.decide import (
+    DEFAULT_RULE,
+    PEAKED,
+    UNLIKELY_BASELINE,
+    Decision,
+    Hysteresis,
+    PeakTest,
+    StopRule,
+    decide,
+    final_level,
+    prob_above,
+)
+from rlcurves.errors import RLCurvesError
+from rlcurves.forecast import Forecast
+from rlcurves.monitor import Monitor, identified
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results"
+RULE_FILE = ROOT / "rlcurves" / "data" / "stop_rule.json"
+MATH_FILE = "cs336_grpo_math_qwen25math15b.csv"
+# until the MATH family ships in rlcurves/data/curves (issue 26), the shared copy
+MATH_PLACES = (ROOT / "rlcurves" / "data" / "curves" / MATH_FILE,
+               ROOT.parents[1] / "shared" / "data" / "curves" / MATH_FILE)  # fmt: skip
+CHECKPOINTS = np.linspace(0.1, 1.0, 24)
+TAIL = 0.1  # a run's final level: the mean over its last 10% of steps
+CLEAR = 0.01  # a clear winner (loser) ends above (below) the baseline by more than this
+N_SAMPLES = 500
+COMMAND = "python -m benchmarks.monitor_replay --fit-thresholds --write"
+
+
+# ---- the runs ---------------------------------------------------------------------------------
+def load_math(path: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The MATH family: one frame per run (compute = GRPO step, reward = validation accuracy)."""
+    places = [Path(path)] if path else [p for p in MATH_PLACES if p.exists()]
+    if not places or not places[0].exists():
+        raise RLCurvesError(f"{MATH_FILE} not found (looked in {[str(p) for p in MATH_PLACES]})")
+    df = pd.read_csv(places[0], comment="#")
+    runs = {}
+    for name, g in df.groupby("run", sort=True):
+        g = g.sort_values("x")
+        frame = pd.DataFrame({"compute": g["x"].to_numpy(float),
+                              "reward": g["metric"].to_numpy(float)})  # fmt: skip
+        frame.attrs.update(source=str(places[0]), name=name)
+        runs[str(name)] = frame
+    return runs
+
+
+def families(math_path: Path | None = None) -> dict[str, dict[str, pd.DataFrame]]:
+    """The two families of real runs, by name."""
+    if math_path is None and "family" in inspect.signature(load_corpus).parameters:
+        return {f: load_corpus(family=f) for f in ("gsm8k", "math")}
+    return {"gsm8k": load_corpus(), "math": load_math(math_path)}  # before issue 26 ships MATH
+
+
+# ---- one run, refit at every checkpoint --------------------------------------------------------
+@dataclass
+class Refit:
+    """What one refit of a run gives every pair that run is in (the baseline enters later)."""
+
+    fraction: float
+    n_points: int
+    forecast: Forecast | None
+    ok: tuple[bool, str]
+    fitted_now: float | None
+    peak: PeakTest | None
+    seconds: float
+
+
+def replay_run(frame: pd.DataFrame, *, n_samples: int = N_SAMPLES, seed: int = 0) -> list[Refit]:
+    """Feed ``frame`` to a Monitor at each checkpoint (budget = the run's end); keep each refit."""
+    c = frame["compute"].to_numpy(float)
+    r = frame["reward"].to_numpy(float)
+    budget = float(c.max())
+    mon = Monitor(budget, n_samples=n_samples, seed=seed)
+    out, fed = [], 0
+    for f in CHECKPOINTS:
+        upto = int(np.searchsorted(c, f * budget, side="right"))
+        if upto == fed:  # no new evaluation since the last checkpoint: no refit
+            continue
+        t0 = time.perf_counter()
+        rep = mon.update(c[fed:upto], r[fed:upto])
+        dt = time.perf_counter() - t0
+        fed = upto
+        ok = (False, "no fit") if rep.fit is None else identified(rep.fit)
+        now = None if rep.fit is None else float(rep.fit.predict(rep.compute))
+        out.append(Refit(rep.fraction, rep.n_points, rep.forecast, ok, now, rep.peak, dt))
+    return out
+
+
+def decisions(refits: list[Refit], baseline, rule: StopRule) -> list[Decision]:
+    """The raw decision of each refit against ``baseline`` (what Monitor computes)."""
+    out = []
+    for x in refits:
+        if x.forecast is None:
+            out.append(Decision("too early to tell", "no fit"))
+            continue
+        out.append(
+            decide(x.forecast, fraction=x.fraction, n_points=x.n_points, identified=x.ok,
+                   baseline=baseline, fitted_now=x.fitted_now, peak=x.peak, rule=rule)
+        )  # fmt: skip
+    return out
+
+
+# ---- every ordered pair ------------------------------------------------------------------------
+def replay(fams: dict[str, dict[str, pd.DataFrame]], *, n_samples: int = N_SAMPLES) -> dict:
+    """Refit every run at every checkpoint; the levels and pair list to score rules on."""
+    runs, levels, pairs = {}, {}, []
+    items = [(fam, name, df) for fam, rs in fams.items() for name, df in rs.items()]
+    for i, (fam, name, df) in enumerate(tqdm(items, desc="runs", leave=False)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs[(fam, name)] = replay_run(df, n_samples=n_samples, seed=i)
+        levels[(fam, name)] = final_level(df["compute"], df["reward"], tail=TAIL)
+    for fam, rs in fams.items():
+        for a, b in itertools.permutations(rs, 2):
+            pairs.append((fam, a, b))
+    return {"runs": runs, "levels": levels, "pairs": pairs, "frames": fams}
+
+
+def matrices(rep: dict, rule: StopRule) -> dict:
+    """Arrays over (pair, refit) to score many schedules fast: p(above), the rule's other
+    conditions (evaluations, an identified fit, a bounded forecast), the peak/plateau verdicts
+    (which do not depend on the baseline) and the fractions."""
+    pairs = rep["pairs"]
+    k = max(len(v) for v in rep["runs"].values())
+    shape = (len(pairs), k)
+    p = np.full(shape, np.nan)
+    gate = np.zeros(shape, bool)
+    peak = np.zeros(shape, bool)
+    frac = np.full(shape, np.inf)
+    diff = np.empty(len(pairs))
+    loose = rule.replace(schedule=((0.0, 0.0),))  # decide() without a baseline: peaked or not
+    per_run = {}
+    for key, refits in rep["runs"].items():
+        raw = decisions(refits, None, loose)
+        per_run[key] = (
+            np.array([d.advice == PEAKED for d in raw]),
+            np.array([x.forecast is not None and x.forecast.predictive is not None and x.ok[0]
+                      and x.n_points >= rule.min_points for x in refits]),
+        )  # fmt: skip
+    for i, (fam, a, b) in enumerate(pairs):
+        refits = rep["runs"][(fam, a)]
+        base = rep["levels"][(fam, b)]
+        n = len(refits)
+        peak[i, :n], gate[i, :n] = per_run[(fam, a)]
+        frac[i, :n] = [x.fraction for x in refits]
+        p[i, :n] = [
+            np.nan if x.forecast is None or x.forecast.predictive is None
+            else prob_above(x.forecast, base) for x in refits
+        ]  # fmt: skip
+        diff[i] = rep["levels"][(fam, a)].info["mean"] - base.info["mean"]
+    fam = np.array([x[0] for x in pairs])
+    return {"p": p, "gate": gate, "peak": peak, "frac": frac, "diff": diff, "family": fam}
+
+
+def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
+    """For every pair, the first refit told to stop under ``rule`` (-1: never) and whether it
+    was a p(above) stop (else peaked): decide() and Hysteresis, vectorized over pairs."""
+    frac = m["frac"]
+    thr = np.full(frac.shape, -np.inf)
+    for f, t in rule.schedule:
+        thr = np.where(frac >= f - 1e-12, t, thr)
+    ok = m["gate"] & (frac >= rule.min_fraction - 1e-12)
+    p = np.nan_to_num(m["p"], nan=1.0)
+    by_p = ok & (p <= thr)
+    raw = by_p | (ok & m["peak"] & (p < rule.p_on_track))
+    n = raw.shape[0]
+    streak, since = np.zeros(n, int), np.zeros(n)
+    first = np.full(n, -1)
+    for j in range(raw.shape[1]):
+        f = frac[:, j]
+        since = np.where(raw[:, j] & (streak == 0), f, since)
+        streak = np.where(raw[:, j], streak + 1, 0)
+        hit = (streak >= rule.hold) & (f - since >= rule.hold_span - 1e-12) & (first < 0)
+        first[hit] = j
+    kind_p = np.zeros(n, bool)
+    has = first >= 0
+    kind_p[has] = by_p[np.flatnonzero(has), first[has]]
+    return first, kind_p
+
+
+def first_stops_exact(rep: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_stops` through decide() and Hysteresis themselves (what Monitor runs)."""
+    first, kind_p = [], []
+    for fam, a, b in rep["pairs"]:
+        ds = decisions(rep["runs"][(fam, a)], rep["levels"][(fam, b)], rule)
+        h = Hysteresis.for_rule(rule)
+        j = next((j for j, d in enumerate(ds) if h.update(d).stop), None)
+        first.append(-1 if j is None else j)
+        kind_p.append(j is not None and ds[j].advice == UNLIKELY_BASELINE)
+    return np.array(first), np.array(kind_p)
+
+
+def score(m: dict, rule: StopRule, mask: np.ndarray | None = None, stops=None) -> dict:
+    """The replay's figures for one rule over the pairs in ``mask``."""
+    mask = np.ones(m["diff"].size, bool) if mask is None else mask
+    first, kind_p = first_stops(m, rule) if stops is None else stops
+    first, kind_p = first[mask], kind_p[mask]
+    diff = m["diff"][mask]
+    frac = m["frac"][mask]
+    stopped = first >= 0
+    at = np.where(stopped, frac[np.arange(first.size), np.maximum(first, 0)], 1.0)
+    win, lose = diff > CLEAR, diff < -CLEAR
+    return {
+        "pairs": int(mask.sum()),
+        "winners": int(win.sum()),
+        "winners_stopped": int((win & stopped).sum()),
+        "winners_stopped_unlikely": int((win & stopped & kind_p).sum()),
+        "winners_stopped_peaked": int((win & stopped & ~kind_p).sum()),
+        "losers": int(lose.sum()),
+        "losers_stopped": int((lose & stopped).sum()),
+        "losers_median_fraction": float(np.median(at[lose & stopped])) if (lose & stopped).any()
+        else math.nan,
+        "stopped": int(stopped.sum()),
+        "saved": float(np.sum(1 - at)),
+        "saved_losers": float(np.sum(1 - at[lose])),
+    }  # fmt: skip
+
+
+def schedules(grid_f, grid_t, n_steps: int = 3):
+    """Schedules of up to ``n_steps`` (fraction, threshold) steps, thresholds not falling."""
+    for k in range(1, n_steps + 1):
+        for fs in itertools.combinations(grid_f, k):
+            for ts in itertools.combinations_with_replacement(grid_t, k):
+                yield tuple(zip(fs, ts, strict=True))
+
+
+# Where a schedule may step (fractions of the budget) and the thresholds it may use: never above
+# 0.05, so that a stop advice always means at most a 5% chance of ending above the baseline
+# (larger ones stopped more losers on the corpus without more false stops, because the
+# calibrated intervals are conservative there: a reason to tighten the intervals, not to tell a
+# user with a 20% chance to stop).
+GRID_F = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+GRID_T = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05)
+
+
+def best_schedule(m: dict, mask: np.ndarray, alpha: float, rule: StopRule) -> StopRule:
+    """The rule whose schedule stops the most clear losers in ``mask`` (then saves the most
+    compute on them, then is the simplest) with at most ``alpha`` of its clear winners told to
+    stop."""
+    best, key = None, None
+    for sched in schedules(GRID_F, GRID_T):
+        cand = rule.replace(schedule=sched)
+        s = score(m, cand, mask)
+        if s["winners_stopped"] > alpha * s["winners"]:
+            continue
+        k = (s["losers_stopped"], round(s["saved_losers"], 6), -len(sched))
+        if key is None or k > key:
+            best, key = cand, k
+    return best
+
+
+def fmt(s: dict) -> str:
+    w = f"{s['winners_stopped']}/{s['winners']}"
+    lo = f"{s['losers_stopped']}/{s['losers']}"
+    return (
+        f"clear winners told to stop {w} ({_pct(s['winners_stopped'], s['winners'])}; "
+        f"{s['winners_stopped_unlikely']} as unlikely, {s['winners_stopped_peaked']} as peaked), "
+        f"clear losers stopped {lo} ({_pct(s['losers_stopped'], s['losers'])}) at a median "
+        f"{s['losers_median_fraction']:.0%} of the budget; compute saved "
+        f"{s['saved'] / s['pairs']:.1%} of all pairs' budgets"
+    )
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a / b:.0%}" if b else "-"
+
+
+def fit_thresholds(m: dict, masks: dict, alpha: float, rule: StopRule) -> dict:
+    """Leave-one-family-out schedules and their held-out figures, then the schedule on all."""
+    out = {}
+    for held in (f for f in masks if f != "all"):
+        train = masks["all"] & ~masks[held]
+        fitted = best_schedule(m, train, alpha, rule)
+        s_in, s_out = score(m, fitted, train), score(m, fitted, masks[held])
+        out[f"{held} held out"] = {"schedule": fitted.schedule, "in_sample": s_in,
+                                   "held_out": s_out}  # fmt: skip
+        print(f"fit without {held}: {fitted.schedule}\n  in sample: {fmt(s_in)}\n"
+              f"  {held} (held out): {fmt(s_out)}")  # fmt: skip
+    fitted = best_schedule(m, masks["all"], alpha, rule)
+    s = score(m, fitted, masks["all"])
+    out["all"] = {"schedule": fitted.schedule, "in_sample": s}
+    print(f"fit on all: {fitted.schedule}\n  in sample: {fmt(s)}")
+    return out
+
+
+def by_fraction(m: dict, bins=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)) -> list[dict]:
+    """The measured false stops fraction by fraction: for each stretch of the budget and each
+    threshold of :data:`GRID_T`, the clear winners (and losers) with ``p(above) <= threshold``
+    at some refit there whose fit may advise (evaluations, identified) -- before hysteresis."""
+    win, lose = m["diff"] > CLEAR, m["diff"] < -CLEAR
+    rows = []
+    for lo, hi in itertools.pairwise(bins):
+        inside = m["gate"] & (m["frac"] >= lo) & (m["frac"] < hi)
+        p = np.where(inside, np.nan_to_num(m["p"], nan=1.0), 1.0)
+        row = {"from": lo, "to": min(hi, 1.0), "winners": int((win & inside.any(1)).sum()),
+               "losers": int((lose & inside.any(1)).sum())}  # fmt: skip
+        for t in GRID_T:
+            hit = (p <= t).any(axis=1)
+            row[f"winners p<={t:g}"] = int((win & hit).sum())
+            row[f"losers p<={t:g}"] = int((lose & hit).sum())
+        rows.append(row)
+    return rows
+
+
+def print_by_fraction(rows: list[dict]) -> None:
+    print("clear winners (losers) with p(above) <= threshold at a refit in each stretch of the "
+          "budget, before hysteresis:")  # fmt: skip
+    print("  budget      " + "".join(f"{'<= ' + format(t, 'g'):>14s}" for t in GRID_T))
+    for r in rows:
+        cells = "".join(
+            f"{r[f'winners p<={t:g}']:>4d}/{r['winners']:<3d}({r[f'losers p<={t:g}']:>3d})  "
+            for t in GRID_T
+        )
+        print(f"  {r['from']:.0%}-{r['to']:.0%}".ljust(14) + cells)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="100 resamples per forecast")
+    ap.add_argument("--fit-thresholds", action="store_true", help="set the schedule (see above)")
+    ap.add_argument("--alpha", type=float, default=0.03,
+                    help="most clear winners told to stop when fitting (share, 0.03)")  # fmt: skip
+    ap.add_argument("--write", action="store_true", help=f"write {RULE_FILE.name}")
+    ap.add_argument("--math", type=Path, help=f"path of {MATH_FILE}")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    fams = families(args.math)
+    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES)
+    rule = DEFAULT_RULE
+    m = matrices(rep, rule)
+    masks = {f: m["family"] == f for f in fams}
+    masks["all"] = np.ones(m["diff"].size, bool)
+    # the shipped rule through decide() and Hysteresis themselves; the vectorized copy the
+    # threshold search uses must agree with it
+    exact = first_stops_exact(rep, rule)
+    fast = first_stops(m, rule)
+    assert np.array_equal(exact[0], fast[0]) and np.array_equal(exact[1], fast[1])
+    out = {"rule": rule.to_dict(), "replay": {}}
+    print(f"the shipped rule: {rule.describe()}")
+    for f, mask in masks.items():
+        s = score(m, rule, mask, exact)
+        out["replay"][f] = s
+        print(f"  {f:6s} {s['pairs']} pairs: {fmt(s)}")
+    secs = np.array([x.seconds for v in rep["runs"].values() for x in v[1:]])
+    out["refit_seconds"] = {"median": float(np.median(secs)), "p90": float(np.quantile(secs, 0.9))}
+    t = out["refit_seconds"]
+    print(f"Monitor.update (refit, forecast, peak test): median {t['median']:.2f} s, 90th "
+          f"percentile {t['p90']:.2f} s")  # fmt: skip
+    out["peaks"] = peaks(rep)
+    out["by_fraction"] = by_fraction(m)
+    print_by_fraction(out["by_fraction"])
+    if args.fit_thresholds:
+        out["fit"] = fit_thresholds(m, masks, args.alpha, rule)
+        if args.write:
+            new = rule.replace(schedule=out["fit"]["all"]["schedule"], source=COMMAND)
+            RULE_FILE.write_text(json.dumps({
+                "command": COMMAND,
+                "alpha": args.alpha,
+                "rule": new.to_dict(),
+                "held_out": {k: v["held_out"] for k, v in out["fit"].items() if k != "all"},
+                "in_sample": out["fit"]["all"]["in_sample"],
+            }, indent=1, default=float) + "\n")  # fmt: skip
+            print(f"wrote {RULE_FILE}")
+    out["seconds"] = time.perf_counter() - t0
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / ("monitor_replay_quick.json" if args.quick else "monitor_replay.json")
+    path.write_text(json.dumps(out, indent=2, default=float))
+    print(f"wrote {path} ({out['seconds']:.0f} s)")
+    return out
+
+
+def peaks(rep: dict) -> dict:
+    """Where the peak test fires, run by run (the fractions of the refits it says peaked at)."""
+    out = {}
+    for (fam, name), refits in rep["runs"].items():
+        at = [round(x.fraction, 3) for x in refits if x.peak is not None and x.peak.peaked]
+        if at:
+            out[f"{fam}/{name}"] = at
+            print(f"  peaked: {fam}/{name} at {at}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
