@@ -110,6 +110,7 @@ class Refit:
     forecast: Forecast | None
     ok: tuple[bool, str]
     fitted_now: float | None
+    progress: float | None
     peak: PeakTest | None
     seconds: float
 
@@ -131,7 +132,8 @@ def replay_run(frame: pd.DataFrame, *, n_samples: int = N_SAMPLES, seed: int = 0
         fed = upto
         ok = (False, "no fit") if rep.fit is None else identified(rep.fit)
         now = None if rep.fit is None else float(rep.fit.predict(rep.compute))
-        out.append(Refit(rep.fraction, rep.n_points, rep.forecast, ok, now, rep.peak, dt))
+        progress = None if rep.fit is None else rep.compute / rep.fit.C_mid
+        out.append(Refit(rep.fraction, rep.n_points, rep.forecast, ok, now, progress, rep.peak, dt))
     return out
 
 
@@ -144,7 +146,8 @@ def decisions(refits: list[Refit], baseline, rule: StopRule) -> list[Decision]:
             continue
         out.append(
             decide(x.forecast, fraction=x.fraction, n_points=x.n_points, identified=x.ok,
-                   baseline=baseline, fitted_now=x.fitted_now, peak=x.peak, rule=rule)
+                   baseline=baseline, fitted_now=x.fitted_now, progress=x.progress,
+                   peak=x.peak, rule=rule)
         )  # fmt: skip
     return out
 
@@ -176,8 +179,10 @@ def matrices(rep: dict, rule: StopRule) -> dict:
     gate = np.zeros(shape, bool)
     peak = np.zeros(shape, bool)
     frac = np.full(shape, np.inf)
+    progress = np.zeros(shape)
     diff = np.empty(len(pairs))
-    loose = rule.replace(schedule=((0.0, 0.0),))  # decide() without a baseline: peaked or not
+    # decide() without a baseline and without the gates: peaked or not
+    loose = rule.replace(schedule=((0.0, 0.0),), min_progress=0.0)
     per_run = {}
     for key, refits in rep["runs"].items():
         raw = decisions(refits, None, loose)
@@ -192,13 +197,15 @@ def matrices(rep: dict, rule: StopRule) -> dict:
         n = len(refits)
         peak[i, :n], gate[i, :n] = per_run[(fam, a)]
         frac[i, :n] = [x.fraction for x in refits]
+        progress[i, :n] = [0.0 if x.progress is None else x.progress for x in refits]
         p[i, :n] = [
             np.nan if x.forecast is None or x.forecast.predictive is None
             else prob_above(x.forecast, base) for x in refits
         ]  # fmt: skip
         diff[i] = rep["levels"][(fam, a)].info["mean"] - base.info["mean"]
     fam = np.array([x[0] for x in pairs])
-    return {"p": p, "gate": gate, "peak": peak, "frac": frac, "diff": diff, "family": fam}
+    return {"p": p, "gate": gate, "peak": peak, "frac": frac, "progress": progress, "diff": diff,
+            "family": fam}  # fmt: skip
 
 
 def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
@@ -208,7 +215,7 @@ def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
     thr = np.full(frac.shape, -np.inf)
     for f, t in rule.schedule:
         thr = np.where(frac >= f - 1e-12, t, thr)
-    ok = m["gate"] & (frac >= rule.min_fraction - 1e-12)
+    ok = m["gate"] & (frac >= rule.min_fraction - 1e-12) & (m["progress"] >= rule.min_progress)
     p = np.nan_to_num(m["p"], nan=1.0)
     by_p = ok & (p <= thr)
     raw = by_p | (ok & m["peak"] & (p < rule.p_on_track))

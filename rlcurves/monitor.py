@@ -659,6 +659,7 @@ class Monitor:
             baseline_label=None if self._baseline is None else self._baseline["mean"],
             target=self.target,
             fitted_now=float(fit.predict(now)),
+            progress=now / fit.C_mid,
             peak=peak,
             sign=self.sign,
             rule=rule,
