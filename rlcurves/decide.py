@@ -13,7 +13,7 @@ as draws, a :class:`~rlcurves.predictive.Predictive` or a forecast), :func:`prob
 best of a sweep), :func:`prob_greater` (the pairwise primitive), :func:`prob_reach` (reaches a
 target). :func:`final_level` turns a finished run into the level it ended at, known only to its
 noise (a :class:`Predictive` to pass as a baseline). :func:`peak_test` says whether a run has
-peaked: the fall of its smoothed reward from its best, tested against the falls that a run
+peaked: the fall of its running median from its best, tested against the falls that a run
 following its own (monotone) fitted curve with the same autocorrelated noise shows (so picking
 the maximum is paid for), and confirmed by a model comparison of the sigmoid against a sigmoid
 with a decline.
@@ -247,7 +247,7 @@ def _normal_quantiles(n: int) -> np.ndarray:
 # ---- has the run peaked? ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class PeakTest:
-    """Whether a run has peaked: the fall from its best smoothed reward, tested.
+    """Whether a run has peaked: the fall from its best running median, tested.
 
     Attributes
     ----------
@@ -255,22 +255,24 @@ class PeakTest:
         A real fall: ``p_value <= alpha``, ``drop >= min_drop``, at least ``patience``
         evaluations since the peak, and the sigmoid with a decline preferred to the sigmoid.
     drop : float
-        The best running mean of ``window`` evaluations minus the latest one (in the direction of
-        improvement; negative while the latest is the best).
+        The best running median of ``window`` evaluations minus the latest one (in the direction
+        of improvement; negative while the latest is the best). Medians: one outlying evaluation
+        is not a fall.
     p_value : float
         The share of simulated runs that follow the fitted (monotone) sigmoid with the run's own
         residual sd and lag-1 autocorrelation and fall at least ``drop`` from their own best
-        running mean: the maximum is picked in every simulated run as in the real one, so the
-        selection is paid for.
+        running median: the maximum is picked in every simulated run as in the real one, so the
+        selection is paid for. NaN when there is no fall that would matter (``drop <
+        min_drop`` or fewer than ``patience`` evaluations since the peak): not tested.
     peak_compute : float or None
-        Compute at the centre of the best running mean.
+        Compute at the centre of the best running median.
     evals_since_peak : int
         Evaluations after that centre.
     window : int
-        Evaluations per running mean: ``max(smooth, n // 10)``.
+        Evaluations per running median: ``max(smooth, n // 10)``.
     decline, decline_from : float or None
-        The sigmoid-with-a-decline model, fitted only when the fall test fires: the fall it fits
-        from ``decline_from`` to the last evaluation.
+        The sigmoid-with-a-decline model, fitted only when there is a fall that would matter: the
+        fall below the sigmoid it fits from ``decline_from`` to the last evaluation.
     delta_bic : float or None
         BIC of the sigmoid minus BIC of the sigmoid with a decline (two more parameters), with
         the likelihood ratio deflated by the residuals' autocorrelation; > 0 prefers the decline.
@@ -338,25 +340,24 @@ def peak_test(
     if n < k + max(int(patience), 1) or fit.dof < 1:
         return PeakTest(False, 0.0, 1.0, None, 0, k, reason=f"{n} evaluations: too few to test")
     g = sign * np.asarray(fit.predict(c), dtype=float)
-    means = _running_means(y[None, :], k)[0]
-    i_best = int(np.argmax(means))
-    drop = float(means[i_best] - means[-1])
+    meds = _running_medians(y[None, :], k)[0]
+    i_best = int(np.argmax(meds))
+    drop = float(meds[i_best] - meds[-1])
     centre = i_best + k // 2
     since = n - 1 - centre
     peak_c = float(c[centre])
-    res, dof = y - g, fit.dof
-    fall = c_k = dbic = None
-    material = drop >= min_drop and since >= patience
-    if material:
-        # a fall that would matter: compare with the sigmoid with a decline, and take the noise
-        # from the better model's residuals (a real sag inflates the sigmoid's residuals and
-        # their autocorrelation, which would hide the sag in its own noise)
-        fall, c_k, rss0, res1 = _decline_fit(c, y, fit, sign)
-        rho1 = _lag1(res1)
-        lr = n * math.log(max(rss0, 1e-300) / max(float(np.sum(res1**2)), 1e-300))
-        dbic = lr * (1 - rho1) / (1 + rho1) - 2 * math.log(n)
-        if dbic > 0:
-            res, dof = res1, max(fit.dof - 2, 1)
+    where = f"its running median of {k} peaked at C = {format_compute(peak_c)}"
+    if not (drop >= min_drop and since >= patience):  # no fall that would matter: no test
+        why = f"{where}, {since} evaluations ago; fallen {drop:+.3f} since"
+        return PeakTest(False, drop, math.nan, peak_c, since, k, reason=why)
+    # a fall that would matter: compare with the sigmoid with a decline, and take the noise from
+    # the better model's residuals (a real sag inflates the sigmoid's residuals and their
+    # autocorrelation, which would hide the sag in its own noise)
+    fall, c_k, rss0, res1 = _decline_fit(c, y, fit, sign)
+    rho1 = _lag1(res1)
+    lr = n * math.log(max(rss0, 1e-300) / max(float(np.sum(res1**2)), 1e-300))
+    dbic = lr * (1 - rho1) / (1 + rho1) - 2 * math.log(n)
+    res, dof = (res1, max(fit.dof - 2, 1)) if dbic > 0 else (y - g, fit.dof)
     sd = float(np.sqrt(np.sum(res**2) / dof))
     rho = _lag1(res)
     # the null: the fitted (monotone) curve plus stationary AR(1) noise with that sd and rho
@@ -364,15 +365,9 @@ def peak_test(
     e = rng.standard_normal((n_sim, n))
     e[:, 0] /= math.sqrt(1 - rho**2)
     noise = lfilter([1.0], [1.0, -rho], e, axis=1) * sd * math.sqrt(1 - rho**2)
-    sims = _running_means(g[None, :] + noise, k)
+    sims = _running_medians(g[None, :] + noise, k)
     sim_drop = sims.max(axis=1) - sims[:, -1]
     p = float((1 + np.sum(sim_drop >= drop)) / (n_sim + 1))
-    where = f"its running mean of {k} peaked at C = {format_compute(peak_c)}"
-    if not material:
-        return PeakTest(
-            False, drop, p, peak_c, since, k,
-            reason=f"{where}, {since} evaluations ago; fallen {drop:+.3f} since (p = {p:.3f})",
-        )  # fmt: skip
     peaked = p <= alpha and dbic > 0 and fall >= min_drop
     verdict = "a decline is preferred to the sigmoid" if dbic > 0 else "the sigmoid explains it"
     return PeakTest(
@@ -393,10 +388,10 @@ def _lag1(res: np.ndarray) -> float:
     return float(np.clip(rho, 0.0, 0.9)) if math.isfinite(rho) else 0.0
 
 
-def _running_means(y: np.ndarray, k: int) -> np.ndarray:
-    """Running means of ``k`` along the last axis (valid windows only)."""
-    cs = np.cumsum(np.pad(y, ((0, 0), (1, 0))), axis=1)
-    return (cs[:, k:] - cs[:, :-k]) / k
+def _running_medians(y: np.ndarray, k: int) -> np.ndarray:
+    """Running medians of ``k`` along the last axis (valid windows only): one outlying
+    evaluation moves a median little, where it would move a mean by 1/k of its size."""
+    return np.median(np.lib.stride_tricks.sliding_window_view(y, k, axis=-1), axis=-1)
 
 
 def _decline_fit(

@@ -380,7 +380,7 @@ class Monitor:
         at the budget minus the fitted value now), and the smallest fall that counts as a peak
         (rule: 0.01).
     peak_patience : int, optional
-        Evaluations since the best smoothed reward before a fall counts as a peak (rule: 4).
+        Evaluations since the best running median before a fall counts as a peak (rule: 4).
     smooth : int, optional
         Smallest running-mean window of the peak test (rule: 3; the window is
         ``max(smooth, n // 10)``).

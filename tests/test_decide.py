@@ -216,7 +216,8 @@ def test_monitor_advice_is_decide_plus_hysteresis():
             continue
         raw = decide(ref.forecast, fraction=ref.fraction, n_points=ref.n_points,
                      identified=rlcurves.monitor.identified(ref.fit), baseline=0.55,
-                     fitted_now=float(ref.fit.predict(ref.compute)), peak=ref.peak)  # fmt: skip
+                     fitted_now=float(ref.fit.predict(ref.compute)),
+                     progress=ref.compute / ref.fit.C_mid, peak=ref.peak)  # fmt: skip
         assert got.advice == h.update(raw).advice
     assert got.advice == UNLIKELY_BASELINE  # it did advise stopping, after holding
 
