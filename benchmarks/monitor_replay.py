@@ -45,7 +45,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from rlcurves.calibrate import load_corpus
+from rlcurves.calibrate import default_calibration, load_corpus
 from rlcurves.decide import (
     DEFAULT_RULE,
     PEAKED,
@@ -115,12 +115,14 @@ class Refit:
     seconds: float
 
 
-def replay_run(frame: pd.DataFrame, *, n_samples: int = N_SAMPLES, seed: int = 0) -> list[Refit]:
+def replay_run(
+    frame: pd.DataFrame, *, n_samples: int = N_SAMPLES, seed: int = 0, calibration=None
+) -> list[Refit]:
     """Feed ``frame`` to a Monitor at each checkpoint (budget = the run's end); keep each refit."""
     c = frame["compute"].to_numpy(float)
     r = frame["reward"].to_numpy(float)
     budget = float(c.max())
-    mon = Monitor(budget, n_samples=n_samples, seed=seed)
+    mon = Monitor(budget, n_samples=n_samples, seed=seed, calibration=calibration)
     out, fed = [], 0
     for f in CHECKPOINTS:
         upto = int(np.searchsorted(c, f * budget, side="right"))
@@ -153,14 +155,31 @@ def decisions(refits: list[Refit], baseline, rule: StopRule) -> list[Decision]:
 
 
 # ---- every ordered pair ------------------------------------------------------------------------
-def replay(fams: dict[str, dict[str, pd.DataFrame]], *, n_samples: int = N_SAMPLES) -> dict:
+def held_out_calibration(name: str, fam: str, fams: dict, how: str):
+    """The forecast's calibration without the replayed run ("run"), without its family
+    ("family") or the shipped one ("shipped"): the shipped calibration was made on these same
+    runs, so the first two keep the replay out of sample."""
+    cal = default_calibration()
+    runs = set(np.asarray(cal.runs).tolist())
+    if how == "shipped" or name not in runs:
+        return None
+    if how == "run":
+        return cal.without(name)
+    others = [r for f, rs in fams.items() if f != fam for r in rs if r in runs]
+    return cal.subset(others) if hasattr(cal, "subset") else None
+
+
+def replay(
+    fams: dict[str, dict[str, pd.DataFrame]], *, n_samples: int = N_SAMPLES, calibration="run"
+) -> dict:
     """Refit every run at every checkpoint; the levels and pair list to score rules on."""
     runs, levels, pairs = {}, {}, []
     items = [(fam, name, df) for fam, rs in fams.items() for name, df in rs.items()]
     for i, (fam, name, df) in enumerate(tqdm(items, desc="runs", leave=False)):
+        cal = held_out_calibration(name, fam, fams, calibration)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs[(fam, name)] = replay_run(df, n_samples=n_samples, seed=i)
+            runs[(fam, name)] = replay_run(df, n_samples=n_samples, seed=i, calibration=cal)
         levels[(fam, name)] = final_level(df["compute"], df["reward"], tail=TAIL)
     for fam, rs in fams.items():
         for a, b in itertools.permutations(rs, 2):
@@ -378,10 +397,13 @@ def main(argv: list[str] | None = None) -> dict:
                     help="most clear winners told to stop when fitting (share, 0.03)")  # fmt: skip
     ap.add_argument("--write", action="store_true", help=f"write {RULE_FILE.name}")
     ap.add_argument("--math", type=Path, help=f"path of {MATH_FILE}")
+    ap.add_argument("--calibration", choices=("run", "family", "shipped"), default="run",
+                    help="the forecasts' calibration: without the replayed run (default), "
+                    "without its family, or the shipped one")  # fmt: skip
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     fams = families(args.math)
-    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES)
+    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES, calibration=args.calibration)
     rule = DEFAULT_RULE
     m = matrices(rep, rule)
     masks = {f: m["family"] == f for f in fams}
@@ -391,7 +413,7 @@ def main(argv: list[str] | None = None) -> dict:
     exact = first_stops_exact(rep, rule)
     fast = first_stops(m, rule)
     assert np.array_equal(exact[0], fast[0]) and np.array_equal(exact[1], fast[1])
-    out = {"rule": rule.to_dict(), "replay": {}}
+    out = {"rule": rule.to_dict(), "calibration": args.calibration, "replay": {}}
     print(f"the shipped rule: {rule.describe()}")
     for f, mask in masks.items():
         s = score(m, rule, mask, exact)

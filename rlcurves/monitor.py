@@ -52,6 +52,7 @@ from .decide import (
 from .errors import RLCurvesError
 
 if TYPE_CHECKING:
+    from .calibrate import Calibration
     from .forecast import Forecast
     from .predictive import Predictive
     from .result import SigmoidFit
@@ -393,6 +394,9 @@ class Monitor:
         Bootstrap resamples of each forecast.
     seed : int, optional
         Seed of the bootstrap (the same seed every refit, so reports differ only by the data).
+    calibration : Calibration, optional
+        What calibrates the forecast's interval (:func:`rlcurves.calibrate.calibrate` on your own
+        finished runs); default the shipped one (see :func:`rlcurves.forecast`).
     fit_kws : dict, optional
         Passed to :func:`rlcurves.fit_sigmoid` (``r0``, ``min_compute``, ``max_compute``...).
     read_log_kws : dict, optional
@@ -426,6 +430,7 @@ class Monitor:
         higher_is_better: bool = True,
         n_samples: int = 500,
         seed: int | None = 0,
+        calibration: Calibration | None = None,
         fit_kws: dict[str, Any] | None = None,
         read_log_kws: dict[str, Any] | None = None,
         label: str | None = None,
@@ -462,6 +467,7 @@ class Monitor:
         self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
         self.seed = seed
+        self.calibration = calibration
         self.fit_kws = dict(fit_kws or {})
         self.read_log_kws = dict(read_log_kws or {})
         self.label = label
@@ -643,9 +649,8 @@ class Monitor:
             fit = fit_sigmoid(pts["compute"].to_numpy(), pts["reward"].to_numpy(),
                               label=self.label, **self.fit_kws)  # fmt: skip
         ok = identified(fit)
-        fc = forecast(
-            fit, self.budget, level=self.level, n=self.n_samples, seed=self.seed, progress=False
-        )
+        fc = forecast(fit, self.budget, level=self.level, n=self.n_samples, seed=self.seed,
+                      progress=False, calibration=self.calibration)  # fmt: skip
         rule = self.rule
         peak = peak_test(fit, sign=self.sign, smooth=rule.smooth, alpha=rule.peak_alpha,
                          min_drop=rule.min_gain, patience=rule.peak_patience,
@@ -746,9 +751,8 @@ class Monitor:
         name = name or baseline.label or "baseline"
         # another seed than the run's forecast: the two draws must be independent
         seed = None if self.seed is None else self.seed + 1
-        fc = forecast(
-            baseline, self.budget, level=self.level, n=self.n_samples, seed=seed, progress=False
-        )
+        fc = forecast(baseline, self.budget, level=self.level, n=self.n_samples, seed=seed,
+                      progress=False, calibration=self.calibration)  # fmt: skip
         if fc.predictive is None:
             raise RLCurvesError(
                 f"the baseline {name!r} has too few evaluations for a forecast at the budget "

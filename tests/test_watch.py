@@ -232,3 +232,50 @@ def test_watch_reads_a_csv_history(tmp_path):
     rc, out = watch(str(path), "--budget", "1325666", "--compute", "tokens_total", "--once",
                     "--no-plot", "--n-samples", "100")  # fmt: skip
     assert rc == 0 and "[[Monitor: history.csv]] 25 evaluations" in out
+
+
+def test_regression_too_few_points_names_the_flag_not_the_keyword(tmp_path):
+    # issue 27: watch on a log with too few points advised "fix R0 with r0=" (the flag is --r0)
+    lines = (RUNS / "recipe_loo_scalerl" / "log.jsonl").read_text().splitlines()
+    evals = [i for i, x in enumerate(lines) if json.loads(x)["kind"] == "eval"]
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines[: evals[2] + 1]) + "\n")
+    rc, out = watch(str(log), "--budget", "1325666", "--compute", AXIS, "--once", "--no-plot",
+                    "--n-samples", "50")  # fmt: skip
+    assert rc == 0, out
+    assert "--r0" in out and "r0=" not in out
+    assert "(--min-points)" in out or "no fit yet" in out
+
+
+def test_watch_options_of_the_stop_rule(tmp_path):
+    args = [str(RUNS / "recipe_loo_pipeline_rl"), "--compute", AXIS, "--baseline",
+            str(RUNS / "recipe_loo_scalerl"), "--once", "--no-plot", "--n-samples", "100",
+            "--out", str(tmp_path)]  # fmt: skip
+    rc, out = watch(*args, "--budget", "2651332", "--min-fraction", "0.9")  # at 50%
+    assert rc == 0 and _advice(out) == TOO_EARLY and "(--min-fraction)" in out
+    rc, out = watch(*args, "--budget", "1325666", "--p-unlikely", "0.0", "--hold", "1")
+    assert rc == 0
+    rec = json.loads((tmp_path / "rlcurves_monitor.jsonl").read_text().splitlines()[-1])
+    assert rec["threshold"] == 0.0
+
+
+def test_report_baseline_takes_the_runs_own_name(tmp_path):
+    # issue 27: `rlcurves report` wanted --baseline example:recipe_loo_scalerl
+    from rlcurves.cli_live import _report_baseline
+
+    runs = ["example:recipe_loo_scalerl", "runs/pipeline_rl/"]
+    assert _report_baseline(runs, "recipe_loo_scalerl") == "example:recipe_loo_scalerl"
+    assert _report_baseline(runs, "example:recipe_loo_scalerl") == "example:recipe_loo_scalerl"
+    assert _report_baseline(runs, "pipeline_rl") == "pipeline_rl"
+    assert _report_baseline(runs, None) is None
+    try:
+        _report_baseline(runs, "scalerl")
+    except rlcurves.RLCurvesError as exc:
+        assert "recipe_loo_scalerl" in str(exc) and "--baseline" in str(exc)
+    else:
+        raise AssertionError("an unknown --baseline must raise")
+    out = tmp_path / "r.html"
+    rc = main(["report", "example:recipe_loo_scalerl", "example:recipe_loo_pipeline_rl",
+               "--baseline", "recipe_loo_scalerl", "--compute", AXIS, "--fractions", "0.5",
+               "--n-samples", "50", "-o", str(out)])  # fmt: skip
+    assert rc == 0 and out.stat().st_size > 10_000
