@@ -43,10 +43,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.signal import lfilter
 from tqdm.auto import tqdm
 
+from rlcurves import sigmoid
 from rlcurves.calibrate import default_calibration, load_corpus
 from rlcurves.decide import (
+    CONTINUE,
     DEFAULT_RULE,
     PEAKED,
     UNLIKELY_BASELINE,
@@ -56,6 +59,7 @@ from rlcurves.decide import (
     StopRule,
     decide,
     final_level,
+    first_stop,
     prob_above,
 )
 from rlcurves.errors import RLCurvesError
@@ -70,6 +74,7 @@ MATH_FILE = "cs336_grpo_math_qwen25math15b.csv"
 MATH_PLACES = (ROOT / "rlcurves" / "data" / "curves" / MATH_FILE,
                ROOT.parents[1] / "shared" / "data" / "curves" / MATH_FILE)  # fmt: skip
 CHECKPOINTS = np.linspace(0.1, 1.0, 24)
+PEAK_DROPS = (0.01, 0.015, 0.02, 0.03)  # the smallest falls called a peak, measured below
 TAIL = 0.1  # a run's final level: the mean over its last 10% of steps
 CLEAR = 0.01  # a clear winner (loser) ends above (below) the baseline by more than this
 N_SAMPLES = 500
@@ -122,7 +127,9 @@ def replay_run(
     c = frame["compute"].to_numpy(float)
     r = frame["reward"].to_numpy(float)
     budget = float(c.max())
-    mon = Monitor(budget, n_samples=n_samples, seed=seed, calibration=calibration)
+    # the peak test run down to the smallest fall of PEAK_DROPS; decide() judges it by the rule
+    rule = DEFAULT_RULE.replace(peak_drop=min(PEAK_DROPS))
+    mon = Monitor(budget, n_samples=n_samples, seed=seed, calibration=calibration, rule=rule)
     out, fed = [], 0
     for f in CHECKPOINTS:
         upto = int(np.searchsorted(c, f * budget, side="right"))
@@ -397,6 +404,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="most clear winners told to stop when fitting (share, 0.03)")  # fmt: skip
     ap.add_argument("--write", action="store_true", help=f"write {RULE_FILE.name}")
     ap.add_argument("--math", type=Path, help=f"path of {MATH_FILE}")
+    ap.add_argument("--simulate", type=int, default=0, metavar="N",
+                    help="also N simulated runs, scored for several min_progress")  # fmt: skip
     ap.add_argument("--calibration", choices=("run", "family", "shipped"), default="run",
                     help="the forecasts' calibration: without the replayed run (default), "
                     "without its family, or the shipped one")  # fmt: skip
@@ -424,21 +433,29 @@ def main(argv: list[str] | None = None) -> dict:
     t = out["refit_seconds"]
     print(f"Monitor.update (refit, forecast, peak test): median {t['median']:.2f} s, 90th "
           f"percentile {t['p90']:.2f} s")  # fmt: skip
-    out["peaks"] = peaks(rep)
+    out["peaks"] = peaks(rep, rule)
     out["by_fraction"] = by_fraction(m)
     print_by_fraction(out["by_fraction"])
     if args.fit_thresholds:
         out["fit"] = fit_thresholds(m, masks, args.alpha, rule)
         if args.write:
-            new = rule.replace(schedule=out["fit"]["all"]["schedule"], source=COMMAND)
             RULE_FILE.write_text(json.dumps({
                 "command": COMMAND,
                 "alpha": args.alpha,
-                "rule": new.to_dict(),
+                "schedule": out["fit"]["all"]["schedule"],
                 "held_out": {k: v["held_out"] for k, v in out["fit"].items() if k != "all"},
                 "in_sample": out["fit"]["all"]["in_sample"],
             }, indent=1, default=float) + "\n")  # fmt: skip
             print(f"wrote {RULE_FILE}")
+    if args.simulate:
+        sims = simulate(args.simulate)
+        out["simulated"] = {}
+        for mp in (0.0, 1.0, 1.5, 2.0, 3.0):
+            s = score_simulated(sims, rule.replace(min_progress=mp))
+            out["simulated"][str(mp)] = s
+            print(f"simulated, min_progress {mp:g}: clear winners told to stop "
+                  f"{s['winners_stopped']}/{s['winners']}, clear losers stopped "
+                  f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
     out["seconds"] = time.perf_counter() - t0
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / ("monitor_replay_quick.json" if args.quick else "monitor_replay.json")
@@ -447,15 +464,98 @@ def main(argv: list[str] | None = None) -> dict:
     return out
 
 
-def peaks(rep: dict) -> dict:
-    """Where the peak test fires, run by run (the fractions of the refits it says peaked at)."""
+def peaks(rep: dict, rule: StopRule) -> dict:
+    """The runs the peak test calls peaked (a fall, not a plateau; after the rule's other
+    conditions and hysteresis) for each smallest fall of :data:`PEAK_DROPS`: where, their level
+    then (the mean of the last tenth of the compute so far), their final level, and whether they
+    recovered (ended above that by more than 0.01)."""
     out = {}
-    for (fam, name), refits in rep["runs"].items():
-        at = [round(x.fraction, 3) for x in refits if x.peak is not None and x.peak.peaked]
-        if at:
-            out[f"{fam}/{name}"] = at
-            print(f"  peaked: {fam}/{name} at {at}")
+    for drop in PEAK_DROPS:
+        r = rule.replace(peak_drop=drop)
+        calls = []
+        for (fam, name), refits in rep["runs"].items():
+            fell = [
+                Decision(PEAKED if x.ok[0] and x.n_points >= r.min_points
+                         and x.fraction >= r.min_fraction and x.peak is not None
+                         and x.peak.holds(r) else CONTINUE, "", fraction=x.fraction)
+                for x in refits
+            ]  # fmt: skip
+            j = first_stop(fell, r)
+            if j is None:
+                continue
+            df = rep["frames"][fam][name]
+            c, y = df["compute"].to_numpy(float), df["reward"].to_numpy(float)
+            at = refits[j].fraction * c.max()
+            then = final_level(c, y, at=at).info["mean"]
+            end = rep["levels"][(fam, name)].info["mean"]
+            calls.append({"run": f"{fam}/{name}", "fraction": refits[j].fraction, "final": end,
+                          "level_then": then, "recovered": end > then + CLEAR})  # fmt: skip
+        out[str(drop)] = calls
+        said = "; ".join(
+            f"{x['run']} at {x['fraction']:.0%} ({x['level_then']:.3f} -> {x['final']:.3f}"
+            f"{', RECOVERED' if x['recovered'] else ''})" for x in calls
+        ) or "none"  # fmt: skip
+        print(f"  peaked with a fall >= {drop:g}: {said}")
     return out
+
+
+# ---- simulated runs ----------------------------------------------------------------------------
+def simulated_run(rng: np.random.Generator, n: int = 40):
+    """A simulated run (NOT real training) of ``n`` evaluations to its budget (1.0): a sigmoid
+    with A in [0.5, 0.85], R0 in [0.03, 0.3], C_mid in [0.1, 0.5] of the budget (runs still near
+    their midpoint well into the budget, which the real families rarely are), B in [1, 3];
+    evaluation noise sd 0.015 and AR(1) drift (sd 0.006, rho 0.9). Returns compute, rewards and
+    the true curve."""
+    A, R0 = rng.uniform(0.5, 0.85), rng.uniform(0.03, 0.3)
+    C_mid, B = rng.uniform(0.1, 0.5), rng.uniform(1, 3)
+    c = np.linspace(0, 1, n + 1)[1:]
+    mu = sigmoid(c, A=A, B=B, C_mid=C_mid, R0=R0)
+    drift = lfilter([1], [1, -0.9], rng.normal(0, 0.006 * math.sqrt(1 - 0.81), n))
+    return c, mu + drift + rng.normal(0, 0.015, n), mu
+
+
+def simulate(n_runs: int = 100, *, seed: int = 2027, looks: int = 16, n_samples: int = 100):
+    """Simulated runs watched at ``looks`` checkpoints from 10% to 100%, each against two
+    baselines known to their noise (sd 0.005): its true final level minus 0.012-0.04 (the run
+    wins) and plus 0.03-0.1 (it loses). Returns one record per run."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in tqdm(range(n_runs), desc="simulated runs", leave=False):
+        c, r, mu = simulated_run(rng)
+        true_end = mu[c >= 0.9].mean()
+        noise = 0.005 * np.random.default_rng(i).standard_normal(2000)
+        bases = (true_end - rng.uniform(0.012, 0.04), true_end + rng.uniform(0.03, 0.1))
+        mon = Monitor(1.0, n_samples=n_samples, seed=i)
+        refits, fed = [], 0
+        for f in np.linspace(0.1, 1.0, looks):
+            k = int(np.searchsorted(c, f, side="right"))
+            rep = mon.update(c[fed:k], r[fed:k])
+            fed = k
+            fit = rep.fit
+            refits.append(Refit(
+                rep.fraction, rep.n_points, rep.forecast,
+                (False, "no fit") if fit is None else identified(fit),
+                None if fit is None else float(fit.predict(rep.compute)),
+                None if fit is None else rep.compute / fit.C_mid, rep.peak, 0.0,
+            ))  # fmt: skip
+        out.append({"refits": refits, "observed": final_level(c, r).info["mean"],
+                    "winner_base": bases[0] + noise, "loser_base": bases[1] + noise})  # fmt: skip
+    return out
+
+
+def score_simulated(sims: list[dict], rule: StopRule) -> dict:
+    """Clear winners (observed final level above the baseline by more than 0.01) told to stop
+    and clear losers stopped, through decide() and Hysteresis."""
+    s = {"winners": 0, "winners_stopped": 0, "losers": 0, "losers_stopped": 0}
+    for x in sims:
+        for kind, base in (("winners", x["winner_base"]), ("losers", x["loser_base"])):
+            gap = x["observed"] - float(np.mean(base))
+            if (gap > CLEAR) if kind == "winners" else (gap < -CLEAR):
+                s[kind] += 1
+                s[f"{kind}_stopped"] += (
+                    first_stop(decisions(x["refits"], base, rule), rule) is not None
+                )
+    return s
 
 
 if __name__ == "__main__":

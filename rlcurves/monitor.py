@@ -378,12 +378,12 @@ class Monitor:
         Say "on track" when that probability is at least this (rule: 0.8).
     min_gain : float, optional
         "peaked" when the rest of the budget plausibly adds less than this (the interval's end
-        at the budget minus the fitted value now), and the smallest fall that counts as a peak
-        (rule: 0.01).
+        at the budget minus the fitted value now; rule: 0.01). The smallest fall that counts as
+        a peak is the rule's ``peak_drop`` (0.02).
     peak_patience : int, optional
         Evaluations since the best running median before a fall counts as a peak (rule: 4).
     smooth : int, optional
-        Smallest running-mean window of the peak test (rule: 3; the window is
+        Smallest running-median window of the peak test (rule: 5; the window is
         ``max(smooth, n // 10)``).
     hold : int, optional
         Consecutive refits a stop advice must hold before it is given (rule: 2, spanning at
@@ -653,7 +653,7 @@ class Monitor:
                       progress=False, calibration=self.calibration)  # fmt: skip
         rule = self.rule
         peak = peak_test(fit, sign=self.sign, smooth=rule.smooth, alpha=rule.peak_alpha,
-                         min_drop=rule.min_gain, patience=rule.peak_patience,
+                         min_drop=rule.peak_drop, patience=rule.peak_patience,
                          seed=self.seed)  # fmt: skip
         raw = decide(
             fc,

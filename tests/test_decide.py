@@ -285,59 +285,21 @@ def test_peak_test_of_a_loss_and_of_too_few_points():
 
 
 # ---- the false-stop rate, pinned on simulated runs ----------------------------------------------
-def _simulated_run(rng, n=40):
-    """A run of 40 evaluations to its budget (1.0): a sigmoid with A in [0.5, 0.85], R0 in
-    [0.03, 0.3], C_mid in [0.1, 0.5] of the budget, B in [1, 3]; evaluation noise sd 0.015 and
-    AR(1) drift (sd 0.006, rho 0.9). Returns compute, rewards and the true curve."""
-    A, R0 = rng.uniform(0.5, 0.85), rng.uniform(0.03, 0.3)
-    C_mid, B = rng.uniform(0.1, 0.5), rng.uniform(1, 3)
-    c = np.linspace(0, 1, n + 1)[1:]
-    mu = sigmoid(c, A=A, B=B, C_mid=C_mid, R0=R0)
-    drift = lfilter([1], [1, -0.9], rng.normal(0, 0.006 * math.sqrt(1 - 0.81), n))
-    return c, mu + drift + rng.normal(0, 0.015, n), mu
-
-
 @pytest.mark.slow
 def test_false_stop_rate_of_the_shipped_rule_on_simulated_runs():
-    # Each simulated run is watched at 16 looks from 10% to 100% of its budget against two
-    # baselines, known to their noise (sd 0.005): one its true final level minus 0.012-0.04 (the
-    # run wins), one plus 0.03-0.1 (it loses). A clear winner (its observed final level, the mean
-    # of its last 10%, above the baseline by more than 0.01) must rarely be told to stop.
+    # 100 simulated runs (benchmarks.monitor_replay.simulate: sigmoids with C_mid up to half the
+    # budget, noise and AR(1) drift), each watched at 16 looks from 10% to 100% of its budget
+    # against two baselines known to their noise: its true final level minus 0.012-0.04 (the run
+    # wins) and plus 0.03-0.1 (it loses). A clear winner (its observed final level, the mean of
+    # its last 10%, above the baseline by more than 0.01) must rarely be told to stop.
     # Power: with ~95 clear winners, "at most 9 stopped" passes a true rate of 5% with
-    # probability 0.98 and a true rate of 15% with probability 0.04, so the test tells 5% from
-    # 15%. One Monitor per run serves both baselines: its advice is decide() + Hysteresis on
-    # each refit (test_monitor_advice_is_decide_plus_hysteresis).
-    rng = np.random.default_rng(2027)
-    winners = stopped_winners = losers = stopped_losers = 0
-    for i in range(100):
-        c, r, mu = _simulated_run(rng)
-        true_end = mu[c >= 0.9].mean()
-        observed = final_level(c, r).info["mean"]
-        noise = 0.005 * np.random.default_rng(i).standard_normal(2000)
-        bases = (true_end - rng.uniform(0.012, 0.04), true_end + rng.uniform(0.03, 0.1))
-        mon = Monitor(1.0, n_samples=100, seed=i)
-        held = [Hysteresis.for_rule(), Hysteresis.for_rule()]
-        stop = [False, False]
-        fed = 0
-        for f in np.linspace(0.1, 1.0, 16):
-            k = int(np.searchsorted(c, f, side="right"))
-            rep = mon.update(c[fed:k], r[fed:k])
-            fed = k
-            if rep.fit is None:
-                continue
-            kw = dict(fraction=rep.fraction, n_points=rep.n_points,
-                      identified=rlcurves.monitor.identified(rep.fit),
-                      fitted_now=float(rep.fit.predict(rep.compute)),
-                      progress=rep.compute / rep.fit.C_mid, peak=rep.peak)  # fmt: skip
-            for j, b in enumerate(bases):
-                stop[j] |= held[j].update(decide(rep.forecast, baseline=b + noise, **kw)).stop
-        if observed > bases[0] + 0.01:
-            winners += 1
-            stopped_winners += stop[0]
-        if observed < bases[1] - 0.01:
-            losers += 1
-            stopped_losers += stop[1]
-    assert winners >= 90 and losers >= 90
-    assert stopped_winners <= 9, (stopped_winners, winners)
+    # probability 0.98 and a true rate of 15% with probability 0.04: the test tells 5% from 15%.
+    # One Monitor per run serves both baselines: its advice is decide() + Hysteresis on each
+    # refit (test_monitor_advice_is_decide_plus_hysteresis), which score_simulated runs.
+    from benchmarks.monitor_replay import score_simulated, simulate
+
+    s = score_simulated(simulate(100), DEFAULT_RULE)
+    assert s["winners"] >= 90 and s["losers"] >= 90
+    assert s["winners_stopped"] <= 9, s
     # ...and the rule still stops: most clear losers (by 0.03-0.1) are told to
-    assert stopped_losers >= 0.5 * losers, (stopped_losers, losers)
+    assert s["losers_stopped"] >= 0.5 * s["losers"], s

@@ -291,9 +291,10 @@ def test_a_first_look_at_a_run_under_way_checks_the_stop_held():
     c, r = simulated(n=40, seed=1, A=0.45)
     rep = Monitor(4000.0, baseline=0.6, n_samples=100).update(c, r)
     assert rep.advice == UNLIKELY_BASELINE
-    # ...and one that did not hold is not: the run fell only in its last two evaluations
+    # ...and one that did not hold is not: the run fell only in its last three evaluations (the
+    # refit 3.5% of the budget earlier saw one of them: no fall in its running medians of 5)
     r2 = r.copy()
-    r2[-2:] -= 0.2
+    r2[-3:] -= 0.2
     rep = Monitor(4000.0, baseline=0.40, n_samples=100).update(c, r2)
     assert not rep.stop and rep.pending == PEAKED
     # one outlying evaluation is not a fall at all (the peak test's running medians)
