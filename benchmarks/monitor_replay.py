@@ -121,17 +121,24 @@ class Refit:
 
 
 def replay_run(
-    frame: pd.DataFrame, *, n_samples: int = N_SAMPLES, seed: int = 0, calibration=None
+    frame: pd.DataFrame,
+    *,
+    n_samples: int = N_SAMPLES,
+    seed: int = 0,
+    calibration=None,
+    every: bool = False,
 ) -> list[Refit]:
-    """Feed ``frame`` to a Monitor at each checkpoint (budget = the run's end); keep each refit."""
+    """Feed ``frame`` to a Monitor at each checkpoint (budget = the run's end; ``every``: at
+    each evaluation from 10% of it on, as a watch does); keep each refit."""
     c = frame["compute"].to_numpy(float)
     r = frame["reward"].to_numpy(float)
     budget = float(c.max())
+    checkpoints = c[c >= 0.1 * budget] / budget if every else CHECKPOINTS
     # the peak test run down to the smallest fall of PEAK_DROPS; decide() judges it by the rule
     rule = DEFAULT_RULE.replace(peak_drop=min(PEAK_DROPS))
     mon = Monitor(budget, n_samples=n_samples, seed=seed, calibration=calibration, rule=rule)
     out, fed = [], 0
-    for f in CHECKPOINTS:
+    for f in checkpoints:
         upto = int(np.searchsorted(c, f * budget, side="right"))
         if upto == fed:  # no new evaluation since the last checkpoint: no refit
             continue
@@ -177,7 +184,11 @@ def held_out_calibration(name: str, fam: str, fams: dict, how: str):
 
 
 def replay(
-    fams: dict[str, dict[str, pd.DataFrame]], *, n_samples: int = N_SAMPLES, calibration="run"
+    fams: dict[str, dict[str, pd.DataFrame]],
+    *,
+    n_samples: int = N_SAMPLES,
+    calibration: str = "run",
+    every: bool = False,
 ) -> dict:
     """Refit every run at every checkpoint; the levels and pair list to score rules on."""
     runs, levels, pairs = {}, {}, []
@@ -186,7 +197,8 @@ def replay(
         cal = held_out_calibration(name, fam, fams, calibration)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            runs[(fam, name)] = replay_run(df, n_samples=n_samples, seed=i, calibration=cal)
+            runs[(fam, name)] = replay_run(df, n_samples=n_samples, seed=i, calibration=cal,
+                                           every=every)  # fmt: skip
         levels[(fam, name)] = final_level(df["compute"], df["reward"], tail=TAIL)
     for fam, rs in fams.items():
         for a, b in itertools.permutations(rs, 2):
@@ -350,7 +362,8 @@ def _pct(a: int, b: int) -> str:
 def fit_thresholds(m: dict, masks: dict, alpha: float, rule: StopRule) -> dict:
     """Leave-one-family-out schedules and their held-out figures, then the schedule on all."""
     out = {}
-    for held in (f for f in masks if f != "all"):
+    families_ = [f for f in masks if f != "all"]
+    for held in families_ if len(families_) > 1 else []:
         train = masks["all"] & ~masks[held]
         fitted = best_schedule(m, train, alpha, rule)
         s_in, s_out = score(m, fitted, train), score(m, fitted, masks[held])
@@ -409,10 +422,17 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--calibration", choices=("run", "family", "shipped"), default="run",
                     help="the forecasts' calibration: without the replayed run (default), "
                     "without its family, or the shipped one")  # fmt: skip
+    ap.add_argument("--every-evaluation", action="store_true",
+                    help="refit at every evaluation from 10%% on (as watch does), not at 24 "
+                    "checkpoints: do the two agree (the hysteresis's span)?")  # fmt: skip
+    ap.add_argument("--families", nargs="+", choices=("gsm8k", "math"),
+                    help="only these families (default both)")  # fmt: skip
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     fams = families(args.math)
-    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES, calibration=args.calibration)
+    fams = {f: v for f, v in fams.items() if not args.families or f in args.families}
+    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES, calibration=args.calibration,
+                 every=args.every_evaluation)  # fmt: skip
     rule = DEFAULT_RULE
     m = matrices(rep, rule)
     masks = {f: m["family"] == f for f in fams}
@@ -458,7 +478,13 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
     out["seconds"] = time.perf_counter() - t0
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / ("monitor_replay_quick.json" if args.quick else "monitor_replay.json")
+    name = (
+        "monitor_replay"
+        + ("_every" if args.every_evaluation else "")
+        + ("_" + "_".join(args.families) if args.families else "")
+        + ("_quick" if args.quick else "")
+    )
+    path = RESULTS / f"{name}.json"
     path.write_text(json.dumps(out, indent=2, default=float))
     print(f"wrote {path} ({out['seconds']:.0f} s)")
     return out
