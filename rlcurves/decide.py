@@ -34,9 +34,12 @@ evaluations seen, whether the fit is identified, the peak test) into a :class:`D
    --fit-thresholds`` (false stops of clear winners, fraction by fraction, on the replay of
    finished real runs; see :data:`DEFAULT_RULE` and ``rlcurves/data/stop_rule.json``).
 3. *Peaked*, when the rest of the budget plausibly adds less than ``min_gain`` (the interval's
-   far end at the budget minus the fitted value now: a plateau), or when :func:`peak_test` finds a
-   real fall (``p <= peak_alpha``, a fall of at least ``peak_drop``, ``peak_patience``
-   evaluations since the peak, and the sigmoid with a decline preferred to the sigmoid).
+   far end at the budget minus the fitted value now: a plateau), or, with no baseline or target,
+   when :func:`peak_test` finds a real fall (``p <= peak_alpha``, a fall of at least
+   ``peak_drop``, ``peak_patience`` evaluations since the peak, and the sigmoid with a decline
+   preferred to the sigmoid). Against a baseline or a target the fall is reported, not acted on:
+   real runs dip and recover (a MATH run fell 0.04 at 70% of its budget and ended 0.03 above the
+   dip), which no test of the past can foresee, while the calibrated forecast judges the end.
 4. Otherwise *on track* (``p >= p_on_track``) or *continue*.
 
 A run on track (``p >= p_on_track``) is not told to stop for peaking: the reason says it peaked.
@@ -765,20 +768,24 @@ def decide(
         ))  # fmt: skip
     p = p_above if baseline is not None else p_target
     what = "the baseline" if baseline is not None else f"the target {target}"
-    peaked = None
+    plateau = fell = None
     if gain is not None and fraction < 1 and gain < rule.min_gain:
-        peaked = (f"the rest of the budget adds at most {gain:+.3f} ({pct}), less than min_gain "
-                  f"= {rule.min_gain:g}: the run is on its plateau")  # fmt: skip
-    elif peak is not None and peak.holds(rule):
-        peaked = peak.reason
+        plateau = (f"the rest of the budget adds at most {gain:+.3f} ({pct}), less than min_gain "
+                   f"= {rule.min_gain:g}: the run is on its plateau")  # fmt: skip
+    if peak is not None and peak.holds(rule):
+        fell = peak.reason
     if p is not None and p >= rule.p_on_track:
         # a run on track to win is not stopped for peaking: what it reached is the result
-        also = "" if peaked is None else f"; {peaked} (keep its best checkpoint)"
+        also = "".join(f"; {x}" for x in (plateau, fell) if x)
+        also += " (keep its best checkpoint)" if also else ""
         return out(ON_TRACK, f"forecast {at}: p(beats {what}) = {p:.2f} >= p_on_track{also}")
-    if peaked is not None:
-        return out(PEAKED, peaked)
+    if plateau is not None:
+        return out(PEAKED, plateau)
+    if fell is not None and p is None:
+        return out(PEAKED, fell)
+    also = "" if fell is None else f"; {fell} (the forecast, not the fall, decides against {what})"
     if p is not None:
-        return out(CONTINUE, f"forecast {at}: p(beats {what}) = {p:.2f}, not decided yet")
+        return out(CONTINUE, f"forecast {at}: p(beats {what}) = {p:.2f}, not decided yet{also}")
     return out(CONTINUE, f"forecast {at}; still improving")
 
 

@@ -295,8 +295,11 @@ def test_a_first_look_at_a_run_under_way_checks_the_stop_held():
     # refit 3.5% of the budget earlier saw one of them: no fall in its running medians of 5)
     r2 = r.copy()
     r2[-3:] -= 0.2
-    rep = Monitor(4000.0, baseline=0.40, n_samples=100).update(c, r2)
+    rep = Monitor(4000.0, n_samples=100).update(c, r2)
     assert not rep.stop and rep.pending == PEAKED
+    # against a baseline the fall is reported, not acted on (the forecast decides)
+    rep = Monitor(4000.0, baseline=0.40, n_samples=100).update(c, r2)
+    assert rep.pending is None and rep.peak.peaked and "peaked at" in rep.reason
     # one outlying evaluation is not a fall at all (the peak test's running medians)
     r2 = r.copy()
     r2[-1] -= 0.3
