@@ -301,9 +301,11 @@ class MonitorReport:
             f"    advice: {self.advice.upper()}: {self.reason}",
         ]
         if self.forecast is not None:
+            pred = self.forecast.predictive
+            what = "curve" if pred is None else pred.quantity
             lines.append(
                 f"    at the budget: {self.mean:.3f} [{self.lower:.3f}, {self.upper:.3f}] "
-                f"({self.level:.0%}, curve)"
+                f"({self.level:.0%}, {what})"
             )
         if self.baseline is not None and self.baseline_mean is not None:
             p = "" if self.p_beat is None else f"; p(above) = {_p(self.p_beat)}"
