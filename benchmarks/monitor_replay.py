@@ -153,8 +153,9 @@ def replay_run(
     return out
 
 
-def decisions(refits: list[Refit], baseline, rule: StopRule) -> list[Decision]:
-    """The raw decision of each refit against ``baseline`` (what Monitor computes)."""
+def decisions(refits: list[Refit], baseline, rule: StopRule, peak: bool = True) -> list[Decision]:
+    """The raw decision of each refit against ``baseline`` (what Monitor computes; without the
+    peak test when ``peak`` is False)."""
     out = []
     for x in refits:
         if x.forecast is None:
@@ -163,7 +164,7 @@ def decisions(refits: list[Refit], baseline, rule: StopRule) -> list[Decision]:
         out.append(
             decide(x.forecast, fraction=x.fraction, n_points=x.n_points, identified=x.ok,
                    baseline=baseline, fitted_now=x.fitted_now, progress=x.progress,
-                   peak=x.peak, rule=rule)
+                   peak=x.peak if peak else None, rule=rule)
         )  # fmt: skip
     return out
 
@@ -208,22 +209,23 @@ def replay(
 
 def matrices(rep: dict, rule: StopRule) -> dict:
     """Arrays over (pair, refit) to score many schedules fast: p(above), the rule's other
-    conditions (evaluations, an identified fit, a bounded forecast), the peak/plateau verdicts
-    (which do not depend on the baseline) and the fractions."""
+    conditions (evaluations, an identified fit, a bounded forecast), the plateau verdicts (which
+    do not depend on the baseline) and the fractions."""
     pairs = rep["pairs"]
     k = max(len(v) for v in rep["runs"].values())
     shape = (len(pairs), k)
     p = np.full(shape, np.nan)
     gate = np.zeros(shape, bool)
-    peak = np.zeros(shape, bool)
+    plateau = np.zeros(shape, bool)
     frac = np.full(shape, np.inf)
     progress = np.zeros(shape)
     diff = np.empty(len(pairs))
-    # decide() without a baseline and without the gates: peaked or not
+    # decide() without a baseline, the gates and the peak test: on a plateau or not (against a
+    # baseline a fall is reported, not acted on)
     loose = rule.replace(schedule=((0.0, 0.0),), min_progress=0.0)
     per_run = {}
     for key, refits in rep["runs"].items():
-        raw = decisions(refits, None, loose)
+        raw = decisions(refits, None, loose, peak=False)
         per_run[key] = (
             np.array([d.advice == PEAKED for d in raw]),
             np.array([x.forecast is not None and x.forecast.predictive is not None and x.ok[0]
@@ -233,7 +235,7 @@ def matrices(rep: dict, rule: StopRule) -> dict:
         refits = rep["runs"][(fam, a)]
         base = rep["levels"][(fam, b)]
         n = len(refits)
-        peak[i, :n], gate[i, :n] = per_run[(fam, a)]
+        plateau[i, :n], gate[i, :n] = per_run[(fam, a)]
         frac[i, :n] = [x.fraction for x in refits]
         progress[i, :n] = [0.0 if x.progress is None else x.progress for x in refits]
         p[i, :n] = [
@@ -242,8 +244,8 @@ def matrices(rep: dict, rule: StopRule) -> dict:
         ]  # fmt: skip
         diff[i] = rep["levels"][(fam, a)].info["mean"] - base.info["mean"]
     fam = np.array([x[0] for x in pairs])
-    return {"p": p, "gate": gate, "peak": peak, "frac": frac, "progress": progress, "diff": diff,
-            "family": fam}  # fmt: skip
+    return {"p": p, "gate": gate, "plateau": plateau, "frac": frac, "progress": progress,
+            "diff": diff, "family": fam}  # fmt: skip
 
 
 def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
@@ -256,7 +258,7 @@ def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
     ok = m["gate"] & (frac >= rule.min_fraction - 1e-12) & (m["progress"] >= rule.min_progress)
     p = np.nan_to_num(m["p"], nan=1.0)
     by_p = ok & (p <= thr)
-    raw = by_p | (ok & m["peak"] & (p < rule.p_on_track))
+    raw = by_p | (ok & m["plateau"] & (p < rule.p_on_track))
     n = raw.shape[0]
     streak, since = np.zeros(n, int), np.zeros(n)
     first = np.full(n, -1)
