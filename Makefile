@@ -12,6 +12,7 @@ $(BIN)/python:
 # The library alone: the scientific stack, no torch.
 $(VENV)/.core: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e .
+	$(BIN)/python -c "import rlcurves; rlcurves.warm_up()"  # compile the kernels now, not at the first fit
 	touch $@
 
 # Everything the tests need. torch is pinned to 2.13.0 first: on the project's CPU machines that
@@ -19,6 +20,7 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q "torch==2.13.0"
 	$(BIN)/pip install -q -e ".[recipe,logs,dev]"
+	$(BIN)/python -c "import rlcurves; rlcurves.warm_up()"  # compile the kernels now, not at the first fit
 	touch $@
 
 # The main job: forecast the (simulated) paper-scale run from half its budget; then the real

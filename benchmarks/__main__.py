@@ -12,7 +12,14 @@ import importlib
 import importlib.util
 
 # fit speed and sweeps; bootstrap and MCMC against their loops; forecast calibration; trainer modes
-SUITES = ["bench_fit", "bench_uncertainty", "calibration", "compare_calibration", "bench_pipeline"]
+SUITES = [
+    "bench_fit",
+    "bench_uncertainty",
+    "calibration",
+    "compare_calibration",
+    "first_fit",
+    "bench_pipeline",
+]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,24 +1,31 @@
-"""Calibration study: do rlcurves' forecast intervals cover what happens later in a run?
+"""Calibration study: do rlcurves' forecast intervals hold on runs unlike the calibration runs?
 
-Two parts, both out of sample.
+Everything here is out of sample and goes through the library's public path
+(``rlcurves.fit_sigmoid`` on a prefix, then ``rlcurves.forecast(fit, budget, calibration=...)``).
 
-**Real runs** (the bundled corpus, :func:`rlcurves.calibrate.load_corpus`: 12 verl runs of
-Qwen2.5-0.5B on GSM8K). Each run is fit on its first 25%, 50% and 75% of compute and forecast at
-the mean of its last 5 evaluations (the observed target). The default method's interval is
-``forecast +- q * scale`` (:mod:`rlcurves.calibrate`) with ``q`` taken by leave-one-run-out: the
-conformal quantile of the scores of the OTHER 11 runs (all three fractions). The plain bootstraps
-(residual, block, AR(1)) give their percentile bands as they are. Reported: coverage at
-50/80/90/95% and mean width, per fraction; the range over runs is in the JSON.
+**Real runs**, two families bundled in ``rlcurves/data/curves/`` (:func:`rlcurves.calibrate.
+load_corpus`): 12 verl runs of Qwen2.5-0.5B on GSM8K (365-898 evaluations) and 17 GRPO runs of
+Qwen2.5-Math-1.5B on MATH (21-41 evaluations). Each run is fitted on its first 25%, 50% and 75% of
+compute and forecast at its final compute; the target is the mean of the run's evaluations over
+the last 10% of its compute (what the default interval is for). Two splits:
 
-**Simulated runs** (NOT real training) from the ScaleRL paper's ten parameter sets (R0 = 0.30
-assumed), 81 evaluations over 6.3 C_mid, evaluation noise mean@16 on 1,000 prompts, in four noise
-regimes: no drift, AR(1) drift (sd .006, rho .9), two time scales (AR(1) plus a slow AR(1),
-sd .006, rho .99) and a random walk (sd .0015 per evaluation). Fit on half the budget (R0 fixed,
-the paper's early window dropped), forecast the true expected value at the full budget. The
-default uses the SHIPPED corpus calibration (it never saw a simulation): this measures whether
-the real-run scores transfer.
+- leave-one-run-out: the calibration is made from the other 28 runs (both families);
+- leave-one-family-out: calibrated on one family, tested on every run of the other, both ways.
 
-``--write-calibration`` recomputes the shipped scores (rlcurves/data/calibration_corpus.json).
+Reported per (split, family, fraction): the number of runs, how many the 90% interval covered,
+the Wilson 95% interval of that rate, the median width and median absolute error; and the median
+errors of the sigmoid alone and the power law alone, fitted on the same prefix.
+
+**Regimes** in which a forecast's interval used to be too narrow (issue 26), each forecast with
+the SHIPPED calibration (it never saw them): simulated runs from the ScaleRL paper's ten parameter
+sets (NOT real training; mean@16 evaluation noise, random-walk drift of the policy, fit on half
+the budget, target the mean expected reward over the last 10% of the budget) with 1,000 prompts,
+with 20,000 prompts (low noise), and smoothed as W&B does (EMA 0.9); the real runs smoothed the
+same way (leave-one-run-out calibration, target the raw runs' last 10%); and the real runs'
+trajectories (a centred moving average) with fresh noise of sd 0.002.
+
+``--write-calibration`` recomputes the shipped calibration (rlcurves/data/calibration_corpus.json)
+before measuring. ``--quick`` runs a CI-sized subset.
 
 Run: python -m benchmarks.calibration [--quick] [--write-calibration]
 """
@@ -26,6 +33,7 @@ Run: python -m benchmarks.calibration [--quick] [--write-calibration]
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import time
@@ -36,24 +44,26 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+import rlcurves
 from rlcurves import fit_sigmoid, sigmoid
-from rlcurves.bootstrap import band, bootstrap
 from rlcurves.calibrate import (
     CORPUS_NAME,
-    N_EVAL,
-    Calibration,
+    NU,
     calibrate,
     default_calibration,
-    forecast_scale,
+    fit_tau,
     load_corpus,
 )
+from rlcurves.ensemble import fit_tail_power_law
+from rlcurves.powerlaw import fit_power_law
 
 RESULTS = Path(__file__).parent / "results"
-LEVELS = (0.5, 0.8, 0.9, 0.95)
 FRACTIONS = (0.25, 0.5, 0.75)
-RAW_KINDS = ("residual", "block", "ar1")
+LEVEL = 0.9
+TARGET_FRACTION = 0.1  # the target: mean of the evaluations over the last 10% of compute
 R0 = 0.30
 SHIPPED = Path(__file__).parent.parent / "rlcurves" / "data" / "calibration_corpus.json"
+FAMILY_NAMES = {"gsm8k": "GSM8K", "math": "MATH"}
 
 # (run, C_mid, B, A) as reported in the paper (see shared/SCALERL.md)
 PAPER_SETS = [
@@ -70,238 +80,458 @@ PAPER_SETS = [
 ]
 
 
-@dataclass(frozen=True)
-class Noise:
-    """Evaluation noise: mean@n_gen on n_prompts plus drift of the policy.
+def wilson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate ``k / n``."""
+    if n == 0:
+        return (math.nan, math.nan)
+    from scipy.stats import norm
 
-    Drift: AR(1) (sd ``drift_sd``, lag-1 correlation ``drift_rho``), plus a slow second AR(1)
-    component (``slow_sd``, ``slow_rho``: two time scales), plus a random walk (``walk_sd`` per
-    evaluation).
-    """
-
-    drift_sd: float = 0.006
-    drift_rho: float = 0.9
-    slow_sd: float = 0.0
-    slow_rho: float = 0.99
-    walk_sd: float = 0.0
-    n_prompts: int = 1000
-    n_gen: int = 16
-    concentration: float = 2.0  # Beta(c p, c (1 - p)) prompt difficulties
+    z = float(norm.ppf((1 + conf) / 2))
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
-def _ar1(rng, k, n, sd, rho):
-    out = np.zeros((k, n))
-    if sd == 0:
-        return out
-    innovation = math.sqrt(1 - rho**2) * sd
-    out[:, 0] = sd * rng.standard_normal(k)
-    for t in range(1, n):
-        out[:, t] = rho * out[:, t - 1] + innovation * rng.standard_normal(k)
-    return out
+def target_of(c: np.ndarray, r: np.ndarray) -> float:
+    """The observed target: the mean of the evaluations over the last 10% of compute."""
+    return float(np.mean(r[c > (1 - TARGET_FRACTION) * c.max()]))
 
 
-def simulate(rng, params, noise: Noise, n_runs: int = 1):
-    """``n_runs`` seeds of one configuration: compute (81,), rewards (n_runs, 81), truth."""
-    _, c_mid, b, a = params
-    budget = 6.3 * c_mid
-    compute = np.linspace(0.0, budget, 81)
-    mean = sigmoid(compute, a, b, c_mid, R0)
-    k, n = n_runs, compute.size
-    drift = _ar1(rng, k, n, noise.drift_sd, noise.drift_rho)
-    drift += _ar1(rng, k, n, noise.slow_sd, noise.slow_rho)
-    if noise.walk_sd:
-        drift += np.cumsum(noise.walk_sd * rng.standard_normal((k, n)), axis=1)
-    p = np.clip(mean[None, :] + drift, 1e-3, 1 - 1e-3)
-    conc = noise.concentration
-    difficulty = rng.beta(conc * p[..., None], conc * (1 - p[..., None]), (k, n, noise.n_prompts))
-    passes = rng.binomial(noise.n_gen, difficulty).sum(axis=-1)
-    reward = passes / (noise.n_prompts * noise.n_gen)
-    return compute, reward, dict(A=a, B=b, C_mid=c_mid, R0=R0, budget=budget)
-
-
-def fit_half(compute, reward, budget, runs=None):
-    """Fit on half the budget, early window dropped, R0 fixed to the measured start."""
-    r0 = float(np.mean(reward[compute == 0]))
+def fit_prefix(c, r, fraction):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return fit_sigmoid(
-            compute,
-            reward,
-            r0=r0,
-            min_compute=budget * 1500 / 16000,
-            max_compute=budget / 2,
+        return fit_sigmoid(c, r, max_compute=fraction * float(c.max()))
+
+
+def forecast_record(fit, c, r, calibration, seed=0) -> dict:
+    """The library's default forecast at the run's final compute, against the observed target."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = rlcurves.forecast(
+            fit, float(c.max()), calibration=calibration, seed=seed, progress=False
         )
+    obs = target_of(c, r)
+    return {
+        "forecast": float(fc.mean),
+        "lower": float(fc.lower),
+        "upper": float(fc.upper),
+        "unbounded": bool(fc.unbounded),
+        "observed": obs,
+        "covered": bool(fc.lower <= obs <= fc.upper),
+        "width": float(fc.upper - fc.lower),
+        "abs_error": abs(float(fc.mean) - obs),
+        "info": {k: v for k, v in fc.info.items() if k in ("weights", "disagreement")},
+    }
 
 
-REGIMES = {
-    "no drift": Noise(drift_sd=0.0),
-    "AR(1) drift": Noise(),
-    "two time scales": Noise(slow_sd=0.006),
-    "random walk": Noise(drift_sd=0.0, walk_sd=0.0015),
-}
-
-
-def _raw_bands(fit, at, n_boot, seed):
-    """Percentile bands of the plain bootstraps at ``at`` (mean over ``at``), by kind and level."""
-    out, ar1_curves = {}, None
-    for kind in RAW_KINDS:
-        b = bootstrap(fit, n_boot, kind=kind, seed=seed, progress=False)
-        curves = b.curves(at)
-        if kind == "ar1":
-            ar1_curves = curves
-        m = curves.mean(axis=1)[:, None]
-        out[kind] = {lv: tuple(float(v[0]) for v in band(m, lv, b.bounds)) for lv in LEVELS}
-    return out, ar1_curves
-
-
-def real_runs(n_boot, seed=0):
-    """Leave-one-run-out coverage on the corpus: one record per (run, fraction)."""
-    corpus = load_corpus()
-    cal = calibrate(corpus, name=CORPUS_NAME, n_boot=n_boot, seed=seed, progress=False)
-    records = []
-    for i, (name, frame) in enumerate(tqdm(corpus.items(), desc="real runs", leave=False)):
-        c, r = frame["compute"].to_numpy(), frame["reward"].to_numpy()
-        others = cal.without(name)
-        for f in FRACTIONS:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fit = fit_sigmoid(c, r, max_compute=f * c.max())
-            tail_c = c[-N_EVAL:]
-            raw, _ = _raw_bands(fit, tail_c, n_boot, seed + i)
-            row = cal.details[(cal.details["run"] == name) & (cal.details["fraction"] == f)]
-            d = row.iloc[0]
-            records.append(
-                {
-                    "run": name,
-                    "fraction": f,
-                    "forecast": float(d["forecast"]),
-                    "target": float(d["observed"]),
-                    "default": {
-                        lv: (
-                            d["forecast"] - others.quantile(lv) * d["scale"],
-                            d["forecast"] + others.quantile(lv) * d["scale"],
-                        )
-                        for lv in LEVELS
-                    },
-                    **raw,
-                }
-            )
-    return records, cal
-
-
-def simulated_runs(n_runs, n_boot, seed, shipped: Calibration):
-    """Coverage of the true full-budget value on simulated runs, per noise regime."""
+def single_family_errors(c, r, fraction) -> dict:
+    """Absolute errors of the sigmoid alone and of the power law alone (fitted on the prefix's
+    tail as the forecast does, and on the whole prefix), on the same prefix."""
+    end = fraction * float(c.max())
+    win = c > (1 - TARGET_FRACTION) * c.max()
+    obs = float(np.mean(r[win]))
+    inside = c <= end
+    fitters = {
+        "sigmoid": lambda: fit_sigmoid(c, r, max_compute=end),
+        "power_law": lambda: fit_tail_power_law(c[inside], r[inside], float(c[inside].max())),
+        "power_law_whole_prefix": lambda: fit_power_law(c, r, max_compute=end),
+    }
     out = {}
-    for r_i, (regime, noise) in enumerate(REGIMES.items()):
-        rng = np.random.default_rng(seed + 1000 * r_i)
-        records = []
-        for i in tqdm(range(n_runs), desc=regime, leave=False):
-            params = PAPER_SETS[i % len(PAPER_SETS)]
-            compute, rewards, truth = simulate(rng, params, noise)
-            fit = fit_half(compute, rewards[0], truth["budget"])
-            at = np.array([truth["budget"]])
-            est = float(fit.predict(at[0]))
-            raw, ar1_curves = _raw_bands(fit, at, n_boot, seed + i)
-            scale = float(forecast_scale(fit, at, ar1_curves, shipped.n_eval)[0])
-            target = float(sigmoid(at[0], truth["A"], truth["B"], truth["C_mid"], R0))
-            default = {
-                lv: (est - shipped.quantile(lv) * scale, est + shipped.quantile(lv) * scale)
-                for lv in LEVELS
-            }
-            records.append(
-                {"set": params[0], "forecast": est, "target": target, "default": default, **raw}
-            )
-        out[regime] = records
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, fn in fitters.items():
+            try:
+                out[name] = abs(float(np.mean(fn().predict(c[win]))) - obs)
+            except rlcurves.RLCurvesError:
+                out[name] = math.nan
     return out
 
 
-def coverage(records, method):
-    """Coverage at every level and mean width at 90% of ``method`` over ``records``."""
-    out = {"n": len(records)}
-    for lv in LEVELS:
-        inside = [r[method][lv][0] <= r["target"] <= r[method][lv][1] for r in records]
-        out[f"cov_{int(lv * 100)}"] = float(np.mean(inside))
-    out["width_90"] = float(np.mean([np.diff(r[method][0.9])[0] for r in records]))
-    out["mae"] = float(np.median([abs(r["forecast"] - r["target"]) for r in records]))
-    return out
+def real_runs(quick: bool, seed: int = 0) -> list[dict]:
+    """Leave-one-run-out and leave-one-family-out records on the bundled real runs."""
+    corpus = load_corpus()
+    families = {f: [k for k, v in corpus.items() if v.attrs["family"] == f] for f in FAMILY_NAMES}
+    if quick:  # a few runs of each family
+        families = {f: names[:4] for f, names in families.items()}
+        corpus = {k: corpus[k] for names in families.values() for k in names}
+    # one calibration of every run; each split leaves out what it tests (tau is refitted)
+    cal_all = calibrate(corpus, name=CORPUS_NAME, seed=seed, progress=True)
+    cal_family = {f: cal_all.subset(names) for f, names in families.items()}
+    for f, cal in cal_family.items():
+        cal.corpus = f"{FAMILY_NAMES[f]} runs"
+    records = []
+    items = [(f, k) for f, names in families.items() for k in names]
+    for fam, name in tqdm(items, desc="real runs", leave=False):
+        frame = corpus[name]
+        c, r = frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)
+        other = next(f for f in families if f != fam)
+        splits = {
+            "leave-one-run-out": cal_all.without(name),
+            "leave-one-family-out": cal_family[other],
+        }
+        for fraction in FRACTIONS:
+            try:
+                fit = fit_prefix(c, r, fraction)
+            except rlcurves.RLCurvesError:
+                continue
+            single = single_family_errors(c, r, fraction)
+            for split, cal in splits.items():
+                rec = forecast_record(fit, c, r, cal, seed)
+                records.append(
+                    {
+                        "split": split,
+                        "family": fam,
+                        "run": name,
+                        "fraction": fraction,
+                        "calibrated_on": cal.name,
+                        **single,
+                        **rec,
+                    }
+                )
+    return records, cal_all, families
 
 
-METHODS = ("default", *RAW_KINDS)
+def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
+    """Coverage with its Wilson interval, median width and errors, grouped by ``keys``."""
+    groups: dict[tuple, list[dict]] = {}
+    for rec in records:
+        groups.setdefault(tuple(rec[k] for k in keys), []).append(rec)
+    rows = []
+    for key, recs in groups.items():
+        n = len(recs)
+        k = sum(r["covered"] for r in recs)
+        lo, hi = wilson(k, n)
+        row = dict(zip(keys, key, strict=True))
+        row.update(
+            n=n,
+            covered=k,
+            coverage=k / n,
+            wilson_low=lo,
+            wilson_high=hi,
+            unbounded=sum(r["unbounded"] for r in recs),
+            median_width=float(np.median([r["width"] for r in recs])),
+            median_abs_error=float(np.median([r["abs_error"] for r in recs])),
+        )
+        for m in ("sigmoid", "power_law", "power_law_whole_prefix"):
+            if m in recs[0]:
+                row[f"median_abs_error_{m}"] = float(np.nanmedian([r[m] for r in recs]))
+        rows.append(row)
+    return rows
 
 
-def table(rows):
+def real_table(rows: list[dict]) -> str:
     lines = [
-        "| data | method | n | 50% | 80% | 90% | 95% | mean width 90% | median abs err |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| split | tested on | fit on | runs | 90% covered | Wilson 95% | median width | "
+        "median abs. error | sigmoid alone | power law alone (tail fit) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, method, cov in rows:
+    for r in rows:
         lines.append(
-            f"| {label} | {method} | {cov['n']} | {cov['cov_50']:.0%} | {cov['cov_80']:.0%} "
-            f"| {cov['cov_90']:.0%} | {cov['cov_95']:.0%} | {cov['width_90']:.3f} "
-            f"| {cov['mae']:.4f} |"
+            f"| {r['split']} | {FAMILY_NAMES.get(r['family'], r['family'])} | "
+            f"{r['fraction']:.0%} | {r['n']} | {r['covered']}/{r['n']} ({r['coverage']:.0%}) | "
+            f"{r['wilson_low']:.0%}-{r['wilson_high']:.0%} | {r['median_width']:.3f} | "
+            f"{r['median_abs_error']:.4f} | {r['median_abs_error_sigmoid']:.4f} | "
+            f"{r['median_abs_error_power_law']:.4f} |"
         )
     return "\n".join(lines)
 
 
+def pooled_table(rows: list[dict]) -> str:
+    lines = [
+        "| split | fit on | runs (both families) | 90% covered | Wilson 95% | median width |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['split']} | {r['fraction']:.0%} | {r['n']} | {r['covered']}/{r['n']} "
+            f"({r['coverage']:.0%}) | {r['wilson_low']:.0%}-{r['wilson_high']:.0%} | "
+            f"{r['median_width']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+# ---- the misspecification term's form ------------------------------------------------------
+
+GROWTH_FORMS = {
+    "sqrt(d)": np.sqrt,
+    "d": lambda d: d,
+    "d^1.5": lambda d: d**1.5,
+    "d^2": lambda d: d**2,
+}
+DISTANCE_BINS = (0.0, 0.3, 0.6, 0.9, 1.2, 1.9)
+
+
+def _t_loglik(err, v, nu=NU) -> np.ndarray:
+    from scipy.stats import t
+
+    return t.logpdf(err / np.sqrt(v), nu) - 0.5 * np.log(v)
+
+
+def misspecification(cal, families: dict[str, list[str]]) -> dict:
+    """Is ``tau^2 g(d)`` with ``g(d) = d`` the right form for the misspecification term?
+
+    Two views, for each candidate ``g``: (1) tau fitted on all runs, the median and 90th
+    percentile of the scores ``|error| / sqrt(V)`` by distance past the window (a right form
+    leaves them flat in ``d``: the conformal multiplier is one number for every distance);
+    (2) tau fitted on one family, the mean Student-t log-likelihood of the other family's errors
+    (higher is better), both ways.
+    """
+    r = cal.records
+    base = (r["fit_var"] + r["mix_var"] + r["noise_var"]).to_numpy(float)
+    err = r["error"].to_numpy(float)
+    d = r["distance"].to_numpy(float)
+    bins = []
+    for lo, hi in itertools.pairwise(DISTANCE_BINS):
+        m = (d > lo) & (d <= hi)
+        if m.any():
+            bins.append({"d_low": lo, "d_high": hi, "mean_d": float(d[m].mean()),
+                         "n": int(m.sum())})  # fmt: skip
+    forms = {}
+    for name, g in GROWTH_FORMS.items():
+        tau = fit_tau(r, growth=g)
+        score = np.abs(err) / np.sqrt(base + tau**2 * g(d))
+        row = {"tau": tau, "median": [], "q90": []}
+        for b in bins:
+            m = (d > b["d_low"]) & (d <= b["d_high"])
+            row["median"].append(float(np.median(score[m])))
+            row["q90"].append(float(np.quantile(score[m], 0.9)))
+        for train, test in (("gsm8k", "math"), ("math", "gsm8k")):
+            rt = r[r["run"].isin(families[train])]
+            re = r[r["run"].isin(families[test])]
+            tau_t = fit_tau(rt, growth=g)
+            v = (re["fit_var"] + re["mix_var"] + re["noise_var"]).to_numpy(float)
+            v = v + tau_t**2 * g(re["distance"].to_numpy(float))
+            row[f"{train}->{test}"] = float(np.mean(_t_loglik(re["error"].to_numpy(float), v)))
+            row[f"tau {train}"] = tau_t
+        forms[name] = row
+    return {"bins": bins, "forms": forms, "tau": cal.tau}
+
+
+def misspecification_tables(m: dict) -> str:
+    names = list(m["forms"])
+    lines = [
+        "90th percentile (median) of |error| / sqrt(V) by distance past the fit window, for each "
+        "g(d), tau fitted on all runs:",
+        "",
+        "| distance d (log compute) | forecasts | " + " | ".join(f"g = {n}" for n in names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
+    for i, b in enumerate(m["bins"]):
+        cells = [f"{m['forms'][n]['q90'][i]:.2f} ({m['forms'][n]['median'][i]:.2f})" for n in names]
+        lines.append(
+            f"| {b['d_low']:.1f}-{b['d_high']:.1f} (mean {b['mean_d']:.2f}) | {b['n']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    lines += [
+        "",
+        "| g(d) | tau fitted on GSM8K | log-lik. on MATH | tau fitted on MATH | "
+        "log-lik. on GSM8K |",
+        "|---|---|---|---|---|",
+    ]
+    for name, row in m["forms"].items():
+        lines.append(
+            f"| {name} | {row['tau gsm8k']:.4f} | {row['gsm8k->math']:.3f} | "
+            f"{row['tau math']:.4f} | {row['math->gsm8k']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+# ---- regimes -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Evaluation noise: mean@n_gen on n_prompts (Beta-spread prompt difficulties) plus a random
+    walk of the policy (``walk_sd`` per evaluation) and an optional EMA smoothing of the logged
+    metric (``ema``: the weight of the previous smoothed value, as W&B's smoothing slider)."""
+
+    walk_sd: float = 0.0015
+    n_prompts: int = 1000
+    n_gen: int = 16
+    concentration: float = 2.0
+    ema: float = 0.0
+
+
+SIM_REGIMES = {
+    "random walk, 1,000 prompts": Noise(),
+    "random walk, 20,000 prompts (low noise)": Noise(n_prompts=20_000),
+    "random walk, 1,000 prompts, EMA 0.9": Noise(ema=0.9),
+}
+
+
+def ema(y: np.ndarray, weight: float) -> np.ndarray:
+    """W&B-style exponential smoothing: s_t = weight s_{t-1} + (1 - weight) y_t, debiased."""
+    if weight <= 0:
+        return y
+    out = np.empty_like(y, dtype=float)
+    acc, norm = 0.0, 0.0
+    for i, v in enumerate(y):
+        acc = weight * acc + (1 - weight) * v
+        norm = weight * norm + (1 - weight)
+        out[i] = acc / norm
+    return out
+
+
+def simulate(rng, params, noise: Noise):
+    """One simulated run: compute (81,), logged metric (81,), expected reward of the policy."""
+    _, c_mid, b, a = params
+    compute = np.linspace(0.0, 6.3 * c_mid, 81)
+    p = sigmoid(compute, a, b, c_mid, R0) + np.cumsum(noise.walk_sd * rng.standard_normal(81))
+    p = np.clip(p, 1e-3, 1 - 1e-3)
+    conc = noise.concentration
+    passes = np.zeros(81)
+    for j in range(0, noise.n_prompts, 5000):  # chunks keep memory small at 20,000 prompts
+        m = min(5000, noise.n_prompts - j)
+        difficulty = rng.beta(conc * p[:, None], conc * (1 - p[:, None]), (81, m))
+        passes += rng.binomial(noise.n_gen, difficulty).sum(axis=1)
+    reward = passes / (noise.n_prompts * noise.n_gen)
+    return compute, ema(reward, noise.ema), p
+
+
+def simulated(n_runs: int, seed: int) -> dict[str, list[dict]]:
+    shipped = default_calibration()
+    out = {}
+    for i_reg, (regime, noise) in enumerate(SIM_REGIMES.items()):
+        rng = np.random.default_rng([seed, i_reg])
+        recs = []
+        for i in tqdm(range(n_runs), desc=regime, leave=False):
+            params = PAPER_SETS[i % len(PAPER_SETS)]
+            c, y, truth = simulate(rng, params, noise)
+            fit = fit_prefix(c, y, 0.5)
+            rec = forecast_record(fit, c, truth, shipped, seed + i)
+            recs.append({"set": params[0], **rec})
+        out[regime] = recs
+    return out
+
+
+def real_regimes(quick: bool, seed: int = 0) -> dict[str, list[dict]]:
+    """The real runs smoothed (EMA 0.9), and their trajectories with noise of sd 0.002."""
+    corpus = load_corpus()
+    if quick:
+        names = [k for k in corpus if corpus[k].attrs["family"] == "gsm8k"][:3]
+        names += [k for k in corpus if corpus[k].attrs["family"] == "math"][:3]
+        corpus = {k: corpus[k] for k in names}
+    rng = np.random.default_rng(seed)
+    variants: dict[str, dict] = {"real runs, EMA 0.9": {}, "real trajectories + noise sd 0.002": {}}
+    for name, frame in corpus.items():
+        c, r = frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)
+        variants["real runs, EMA 0.9"][name] = (c, ema(r, 0.9), r)
+        # the run's trajectory: a centred moving average over ~5% of its evaluations (>= 3)
+        w = max(3, round(0.05 * c.size) | 1)
+        traj = np.convolve(np.pad(r, w // 2, mode="edge"), np.ones(w) / w, mode="valid")
+        variants["real trajectories + noise sd 0.002"][name] = (
+            c,
+            traj + rng.normal(0, 0.002, c.size),
+            traj,
+        )
+    shipped = default_calibration()
+    out = {}
+    for label, runs in variants.items():
+        recs = []
+        for name, (c, logged, truth) in tqdm(runs.items(), desc=label, leave=False):
+            cal = shipped.without(name) if name in set(shipped.runs) else shipped
+            for fraction in FRACTIONS:
+                try:
+                    fit = fit_prefix(c, logged, fraction)
+                except rlcurves.RLCurvesError:
+                    continue
+                recs.append(
+                    {"run": name, "fraction": fraction, **forecast_record(fit, c, truth, cal, seed)}
+                )
+        out[label] = recs
+    return out
+
+
+def regime_table(rows: list[dict]) -> str:
+    lines = [
+        "| regime | forecasts | 90% covered | Wilson 95% | median width | median abs. error |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['regime']} | {r['n']} | {r['covered']}/{r['n']} ({r['coverage']:.0%}) | "
+            f"{r['wilson_low']:.0%}-{r['wilson_high']:.0%} | {r['median_width']:.3f} | "
+            f"{r['median_abs_error']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def timing(repeat: int = 20) -> dict:
+    """Seconds of one default forecast (fit on half of a MATH and of a GSM8K run, at the end)."""
+    from benchmarks._common import median_time
+
+    corpus = load_corpus()
+    out = {}
+    for fam in FAMILY_NAMES:
+        frame = next(v for v in corpus.values() if v.attrs["family"] == fam)
+        c, r = frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)
+        fit = fit_prefix(c, r, 0.5)
+        out[fam] = median_time(
+            lambda fit=fit, c=c: rlcurves.forecast(fit, float(c.max()), seed=0, progress=False),
+            repeat=repeat,
+        )
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="CI-sized: fewer simulated runs")
-    ap.add_argument("--runs", type=int, default=None, help="simulated runs per noise regime")
-    ap.add_argument("--boot", type=int, default=200, help="bootstrap resamples per fit")
+    ap.add_argument("--quick", action="store_true", help="CI-sized: a few runs of each part")
+    ap.add_argument("--runs", type=int, default=None, help="simulated runs per regime")
+    ap.add_argument("--out", default=None, help="result file name (default calibration.json)")
     ap.add_argument(
         "--write-calibration",
         action="store_true",
-        help=f"recompute the shipped corpus scores ({SHIPPED.name})",
+        help=f"recompute the shipped calibration ({SHIPPED.name}) first",
     )
     args = ap.parse_args(argv)
-    n_runs = args.runs or (20 if args.quick else 100)
     t0 = time.perf_counter()
-    real, cal = real_runs(args.boot)
     if args.write_calibration:
+        cal = calibrate(load_corpus(), name=CORPUS_NAME, seed=0, progress=True)
         d = cal.to_dict()
         d["made_by"] = "python -m benchmarks.calibration --write-calibration"
         SHIPPED.write_text(json.dumps(d, indent=1))
         print(f"wrote {SHIPPED}")
-    shipped = default_calibration()
-    rows = []
-    results = {"real": {}, "simulated": {}}
-    for f in FRACTIONS:
-        recs = [r for r in real if r["fraction"] == f]
-        for m in METHODS:
-            cov = coverage(recs, m)
-            results["real"][f"fraction {f}/{m}"] = cov
-            rows.append((f"real, fit on {f:.0%} (leave-one-run-out)", m, cov))
-    sims = simulated_runs(n_runs, args.boot, 7, shipped)
-    for regime, recs in sims.items():
-        for m in METHODS:
-            cov = coverage(recs, m)
-            results["simulated"][f"{regime}/{m}"] = cov
-            rows.append((f"simulated, {regime}", m, cov))
-    per_run = {}
-    for r in real:
-        lo, hi = r["default"][0.9]
-        per_run.setdefault(r["run"], []).append(bool(lo <= r["target"] <= hi))
+    n_sim = args.runs or (10 if args.quick else 100)
+    real, cal_all, families = real_runs(args.quick)
+    real_rows = summarize(real, ("split", "family", "fraction"))
+    pooled_rows = summarize(real, ("split", "fraction"))
+    print(real_table(real_rows))
+    print()
+    print(pooled_table(pooled_rows))
+    mis = misspecification(cal_all, families)
+    print()
+    print(misspecification_tables(mis))
+    regimes = {**simulated(n_sim, 7), **real_regimes(args.quick)}
+    regime_rows = []
+    for label, recs in regimes.items():
+        regime_rows += [{"regime": label, **row} for row in summarize(recs, ())]
+    print()
+    print(regime_table(regime_rows))
+    seconds_forecast = timing(5 if args.quick else 20)
+    print(f"\none default forecast: {seconds_forecast}")
     out = {
-        "corpus": CORPUS_NAME,
-        "shipped_multipliers": {str(lv): shipped.quantile(lv) for lv in LEVELS},
-        "shipped_n_scores": shipped.n,
-        "n_boot": args.boot,
-        "simulated_runs_per_regime": n_runs,
-        "regimes": {k: asdict(v) for k, v in REGIMES.items()},
-        "results": results,
-        "real_per_run_covered_90": per_run,
-        "real_records": [
-            {k: v for k, v in r.items() if k in ("run", "fraction", "forecast", "target")}
-            | {"default_90": r["default"][0.9], "ar1_90": r["ar1"][0.9]}
-            for r in real
-        ],
+        "level": LEVEL,
+        "fractions": FRACTIONS,
+        "target": "mean of the evaluations over the last 10% of compute",
+        "shipped": default_calibration().name,
+        "real": real_rows,
+        "real_pooled": pooled_rows,
+        "misspecification": mis,
+        "regimes": regime_rows,
+        "sim_regimes": {k: asdict(v) for k, v in SIM_REGIMES.items()},
+        "simulated_runs_per_regime": n_sim,
+        "seconds_per_default_forecast": seconds_forecast,
+        "real_records": real,
+        "seconds": time.perf_counter() - t0,
     }
-    out["seconds"] = time.perf_counter() - t0
-    print(table(rows))
     print(f"({out['seconds']:.0f} s)")
     RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / ("calibration_quick.json" if args.quick else "calibration.json")
-    path.write_text(json.dumps(out, indent=2, default=float))
+    name = args.out or ("calibration_quick.json" if args.quick else "calibration.json")
+    path = RESULTS / name
+    path.write_text(json.dumps(out, indent=1, default=float))
     print(f"wrote {path}")
     return out
 

@@ -16,7 +16,11 @@ budget), R0 free, as a user of :func:`rlcurves.compare` would fit them.
    "more efficient": the issue's 55% case).
 3. Several seeds: three seeds per recipe with seed-to-seed A sd 0.012; coverage of the recipe's A
    by :func:`rlcurves.fit_runs`'s run-level interval.
-4. MCMC: how often :func:`rlcurves.bayes.posterior` (4 over-dispersed ensembles, split
+4. compare() with several seeds per recipe (issue 26): pairs of recipes, three seeds each (the
+   seeds' A scatter with sd 0.012 around the recipe's), true delta A 0 or +0.03 (B, C_mid
+   equal): coverage of the true delta A by the 90% interval (Welch's t on the per-run fits) and
+   how often the ceiling verdict is "higher"/"lower"/"same".
+5. MCMC: how often :func:`rlcurves.bayes.posterior` (4 over-dispersed ensembles, split
    rank-normalized R-hat and bulk/tail ESS) reports non-convergence on these runs, and its
    max R-hat.
 
@@ -160,6 +164,47 @@ def seeds_part(n_recipes, seed0, n_boot):
     return {lv: hits[lv] / n_recipes for lv in LEVELS}
 
 
+def seeded_pair(rng, c_mid, b, a, delta, n_seeds=3, seed_sd=0.012):
+    """Two recipes (A and A + delta), each ``n_seeds`` runs whose A scatter around the recipe's."""
+    import pandas as pd
+
+    out = {}
+    for name, a_recipe in (("base", a), ("variant", a + delta)):
+        frames = []
+        for s_i, a_s in enumerate(a_recipe + rng.normal(0, seed_sd, n_seeds)):
+            c, y = simulate(rng, c_mid, b, a_s)
+            frames.append(pd.DataFrame({"compute": c, "reward": y, "run": f"s{s_i}"}))
+        out[name] = pd.concat(frames, ignore_index=True)
+    return out, c
+
+
+def seeded_compare_part(n_pairs, seed0, n_samples=200):
+    """Coverage of the true delta A by compare()'s seeded interval, and its verdict rates."""
+    out = {}
+    for delta in (0.0, 0.03):
+        hits, verdicts, widths = 0, {}, []
+        for i in tqdm(range(n_pairs), desc=f"seeds, delta A {delta:+.2f}", leave=False):
+            rng = np.random.default_rng([seed0, i, int(delta * 1000)])
+            c_mid, b, a = PAPER_SETS[i % len(PAPER_SETS)]
+            data, c = seeded_pair(rng, c_mid, b, a, delta)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cmp = compare(data, n_samples=n_samples, seed=i, min_compute=c.max() * 1.5 / 16)
+            row = cmp.table.set_index("variant").loc["variant"]
+            hits += row["delta_A_lower"] <= delta <= row["delta_A_upper"]
+            widths.append(row["delta_A_upper"] - row["delta_A_lower"])
+            v = cmp.verdicts().iloc[0]["ceiling"]
+            verdicts[v] = verdicts.get(v, 0) + 1
+        out[f"{delta:+.2f}"] = {
+            "pairs": n_pairs,
+            "coverage_90": hits / n_pairs,
+            "median_width": float(np.median(widths)),
+            "verdicts": {k: v / n_pairs for k, v in verdicts.items()},
+            "basis": str(row["basis"]),
+        }
+    return out
+
+
 def mcmc_part(n_runs, seed0):
     from rlcurves.bayes import posterior
 
@@ -187,6 +232,7 @@ def main(argv=None):
     parser.add_argument("--calibrate", action="store_true", help="print the factors, fitted")
     args = parser.parse_args(argv)
     n_runs, n_pairs, n_seeds, n_mcmc = (30, 20, 10, 2) if args.quick else (120, 60, 30, 6)
+    n_seeded = 40 if args.quick else 300
     t0 = time.perf_counter()
     needed, _ = coverage_part(n_runs if not args.calibrate else 200, 1, 300, PARAMETER_INFLATION)
     fitted = {p: round(float(np.quantile(needed[p], 0.9)), 2) for p in PARAMS}
@@ -204,6 +250,13 @@ def main(argv=None):
         print(f"  {case:<26} " + ", ".join(f"{k} {v:.0%}" for k, v in rates.items()))
     seeds = seeds_part(n_seeds, 4, 300)
     print(f"\n3 seeds per recipe ({n_seeds} recipes): coverage of A " + str(seeds))
+    seeded = seeded_compare_part(n_seeded, 6)
+    print(f"\ncompare() with 3 seeds per recipe ({n_seeded} pairs per true delta A):")
+    for delta, r in seeded.items():
+        print(
+            f"  delta A {delta}: 90% interval covered {r['coverage_90']:.1%} (median width "
+            f"{r['median_width']:.3f}); verdicts {r['verdicts']}"
+        )
     mcmc = mcmc_part(n_mcmc, 5)
     print(f"\nMCMC on {n_mcmc} runs: {mcmc}")
     path = save(
@@ -214,6 +267,7 @@ def main(argv=None):
             "coverage": coverage,
             "verdicts": verdicts,
             "seeds_coverage_A": seeds,
+            "seeded_compare": seeded,
             "mcmc": mcmc,
             "seconds": time.perf_counter() - t0,
         },

@@ -15,11 +15,14 @@ from recipe.config import Config, ConfigError
 from recipe.pipeline import GeneratorFailed
 from recipe.run import RESUMABLE
 from recipe.tasks import TaskError
+from recipe.versions import VersionError
 
 
 def _epilog() -> str:
     lines = [
-        "log.jsonl: kind=train rows (step, gpu_hours, wall_seconds, samples, tokens, train_reward,",
+        "log.jsonl: kind=train rows (step, gpu_hours (the steps' wall hours x the devices in",
+        "  use), allocated_gpu_hours (the GPUs the job holds x the hours since each process",
+        "  started: the bill), wall_seconds, flops, samples, tokens, train_reward,",
         "  loss, entropy, clip_fraction, zero_grad_fraction (tokens whose gradient the clip",
         "  removes), rho_mean, rho_max, truncation_fraction, prompts_filtered,",
         "  pool_size, skipped_update, grad_norm, lr, lag_min, lag_mean, lag_max (policy versions",
@@ -31,7 +34,8 @@ def _epilog() -> str:
         "  updates_per_batch unless the batch kept fewer prompt groups or one was skipped),",
         "  optimizer_updates (cumulative),",
         "  interrupted_fraction (length control)) and",
-        "  kind=eval rows (step, gpu_hours, wall_seconds, val_pass_rate, val_prompts,",
+        "  kind=eval rows (step, gpu_hours, allocated_gpu_hours, wall_seconds, val_pass_rate,",
+        "  val_prompts,",
         "  val_samples_per_prompt, and val_pass_rate/<class> per class of the task's",
         "  prompt_class: addition, addition_lsb: carries_0 .. carries_<digits>).",
         "  Rewards come from the task (addition, addition_lsb, gsm8k: 0/1); val_pass_rate is",
@@ -100,8 +104,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         from recipe.train import run
 
         run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+        from recipe import distributed
+
+        distributed.end_process()  # a torchrun rank ends here (recipe/distributed.py: why)
     except (ConfigError, TaskError) as err:
         raise SystemExit(f"config error: {err}") from None
+    except VersionError as err:
+        raise SystemExit(f"unsupported version: {err}") from None
     except GeneratorFailed as err:
         raise SystemExit(
             f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "

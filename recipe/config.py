@@ -147,10 +147,10 @@ class Config:
     checkpoint_every: int = _f(50, "checkpoint every N steps (and at the last step)")
     devices: int = _f(
         1,
-        "devices of a one-rank run that share the trainer's (1 on CPU); each further torchrun "
-        "rank and each engine on a GPU of its own adds one; gpu_hours = wall-clock hours x "
-        "devices in every mode (a generator's device counts while it idles too, as in sync and "
-        "ppo-off-policy)",
+        "devices of a one-rank run that the trainer cannot see (leave 1 on GPUs: every further "
+        "torchrun rank and every engine on a GPU of its own are counted already; on CPU, 2 "
+        "stands for a separate generator device); gpu_hours = the steps' wall-clock hours x "
+        "the devices in use, in every mode (a generator's device counts while it idles too)",
     )
     dist_timeout: int = _f(
         1800,

@@ -18,13 +18,18 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
 import os
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from recipe.weights import Weights
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,11 @@ class Ranks:
 SINGLE = Ranks()
 
 
+def launched_ranks() -> int:
+    """How many ranks torchrun started (``WORLD_SIZE``; 1 without torchrun)."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
 def init(device: torch.device, timeout: float = 1800.0) -> Ranks:
     """Join the torchrun group (gloo on CPU, nccl on CUDA); one process: :data:`SINGLE`.
 
@@ -55,7 +65,7 @@ def init(device: torch.device, timeout: float = 1800.0) -> Ranks:
     the others blocked (torchrun then stops every rank). Rank 0 alone generates and evaluates
     while the others wait in the next collective, so it must exceed that stretch.
     """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = launched_ranks()
     if world <= 1:
         return SINGLE
     ranks = Ranks(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
@@ -76,8 +86,40 @@ def rank_device(device: torch.device, ranks: Ranks) -> torch.device:
 
 
 def close(ranks: Ranks) -> None:
-    if ranks.active and dist.is_initialized():
-        dist.destroy_process_group()
+    """Leave the process group; on a clean end the ranks first meet in a barrier.
+
+    A rank that left while another one still finished a collective with it would break that
+    collective. With an exception in flight no collective is started: the other ranks may be
+    elsewhere, or gone. A torchrun rank then ends with :func:`end_process`.
+    """
+    if not (ranks.active and dist.is_initialized()):
+        return
+    if sys.exc_info()[0] is None:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
+def end_process() -> None:
+    """End a torchrun rank's process now, without finalizing the interpreter (``os._exit(0)``
+    once the output is flushed), after :func:`close`; with one process, return.
+
+    Why: gloo runs collectives on worker threads that live as long as the process group, and
+    the group outlives ``destroy_process_group``: FSDP's modules and DTensor's caches hold it,
+    and only its destructor stops those threads. A worker frees a finished collective's
+    tensors just after the caller has moved on, which takes the GIL, and a thread still
+    waiting for the GIL when the interpreter starts finalizing is ended by ``pthread_exit``,
+    whose unwinding through C++ aborts the process ("terminate called without an active
+    exception", SIGABRT; the core's backtrace: ``ProcessGroupGloo::runLoop`` ->
+    ``~AsyncAllgatherWork`` -> ``decref_pyobject`` -> ``take_gil`` -> ``pthread_exit`` ->
+    ``std::terminate``). A rank that has closed its files has nothing left to finalize.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
 
 
 def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -86,31 +128,53 @@ def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if type(m).__name__ in names]
 
 
+def precision_policies(bf16: bool, fp32_head: bool):
+    """FSDP2's mixed-precision policies: (the decoder layers', the root's).
+
+    ``bf16``: parameters all-gathered in bf16, gradients reduced in FP32 (the FP32 shards stay
+    the master weights); the root (embeddings, final norm, LM head) FP32 when ``fp32_head``.
+    ``cast_forward_inputs=False`` everywhere: FSDP2's default casts every unit's floating-point
+    inputs to ``param_dtype``, which would carry the residual stream between decoder layers in
+    bf16; one process under autocast keeps it FP32 (autocast casts only the matmuls' inputs),
+    and so must the sharded trainer, or the generator/trainer mismatch would change with the
+    rank count.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    fp32 = MixedPrecisionPolicy(
+        param_dtype=torch.float32, reduce_dtype=torch.float32, cast_forward_inputs=False
+    )
+    body = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16, reduce_dtype=torch.float32, cast_forward_inputs=False
+    )
+    layers = body if bf16 else fp32
+    return layers, fp32 if fp32_head else layers
+
+
 def shard(model: torch.nn.Module, ranks: Ranks, *, bf16: bool, fp32_head: bool):
     """FSDP2 ``fully_shard`` per decoder layer, then the root; in place, returns ``model``.
 
-    ``bf16`` (GPU): parameters all-gathered in bf16, gradients reduced in FP32, the FP32 shards
-    stay the master weights. The LM head keeps FP32 parameters when ``fp32_head``. On CPU the
-    policy is plain FP32, which is what makes the 1-rank / 2-rank comparison exact to rounding.
+    ``bf16`` (GPU): see :func:`precision_policies`. On CPU the policy is plain FP32, which is
+    what makes the 1-rank / 2-rank comparison exact to rounding.
     """
     if not ranks.active:
         return model
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    return fully_shard_model(model, *precision_policies(bf16, fp32_head))
 
-    fp32 = MixedPrecisionPolicy(param_dtype=torch.float32, reduce_dtype=torch.float32)
-    body = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    policy = body if bf16 else fp32
-    from torch.distributed.fsdp import register_fsdp_forward_method
+
+def fully_shard_model(model: torch.nn.Module, layer_policy, root_policy) -> torch.nn.Module:
+    """:func:`shard` with the policies given (one per decoder layer, the root's)."""
+    from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
     from recipe.forward import SHARDED_FORWARD, body_and_head
 
-    units = [fully_shard(layer, mp_policy=policy) for layer in decoder_layers(model)]
+    units = [fully_shard(layer, mp_policy=layer_policy) for layer in decoder_layers(model)]
     # the root (embeddings, final norm, LM head) in FP32 when the head is: recipe/forward.py
     # reads the head's weight directly. A root keeps its parameters gathered from forward to
     # the end of backward, which that direct read (and the checkpointed chunks' recomputation)
     # needs; forward.py calls the body and head, not the model's forward, so that call is
     # registered as an FSDP forward method.
-    units.append(fully_shard(model, mp_policy=fp32 if fp32_head else policy))
+    units.append(fully_shard(model, mp_policy=root_policy))
     setattr(model, SHARDED_FORWARD, functools.partial(body_and_head, model))
     register_fsdp_forward_method(model, SHARDED_FORWARD)
     for unit in units:  # every rank's loss carries the whole batch's denominators: sum
@@ -135,6 +199,36 @@ def micro_batches(
     n = int(all_max([float(len(chunks))], ranks)[0])
     pad = (mine or positions)[:1]
     return chunks + [(pad, 0.0)] * (n - len(chunks))
+
+
+def backward(loss: torch.Tensor, ranks: Ranks) -> bool:
+    """``loss.backward()`` unless the loss is NaN or inf; returns whether it was finite.
+
+    With several ranks the backward runs even on a non-finite loss: FSDP's gradient reduction
+    waits for every rank's backward, so a rank that skipped it would hang the others. The update
+    is then dropped on every rank (:func:`reduce_stats` spreads ``finite``).
+    """
+    finite = bool(torch.isfinite(loss))
+    if finite or ranks.active:
+        loss.backward()
+    return finite
+
+
+def reduce_stats(stats, ranks: Ranks):
+    """An update's diagnostics over every rank, in place: the fields named in
+    ``type(stats).SUMS`` summed, those in ``MAXIMA`` maxed (None where no rank has a value),
+    ``finite`` true only if it is on every rank. One process: unchanged."""
+    if not ranks.active:
+        return stats
+    *sums, n_bad = all_sum(
+        [getattr(stats, k) for k in stats.SUMS] + [float(not stats.finite)], ranks
+    )
+    for k, v in zip(stats.SUMS, sums, strict=True):
+        setattr(stats, k, v)
+    stats.finite = n_bad == 0
+    for k in stats.MAXIMA:
+        setattr(stats, k, all_max_optional(getattr(stats, k), ranks))
+    return stats
 
 
 def _reduce(values: list[float], ranks: Ranks, op) -> list[float]:
@@ -180,9 +274,40 @@ def local_value(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
+def model_weights(model: torch.nn.Module, ranks: Ranks) -> Weights:
+    """The policy's full weights for a push, one parameter at a time (recipe/weights.py).
+
+    One process: the model's own tensors (no copy). Several ranks: a collective. Every rank
+    calls this at the same point and reads the result there (rank 0's generator consumes it,
+    the other ranks :meth:`~recipe.weights.Weights.drain` it): each item is one parameter
+    gathered from its shards with ``full_tensor()`` on the trainer's device, dropped before the
+    next, so no rank holds more than one full parameter; only rank 0's stream yields them.
+    Finiteness comes from the shards (one all-reduce), so a NaN is refused before anything is
+    sent.
+    """
+    state = model.state_dict()  # sharded DTensors under FSDP2: nothing is gathered here
+    if not ranks.active:
+        return Weights.of(state)
+    from torch.distributed.tensor import DTensor
+
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t.to_local() if isinstance(t, DTensor) else t
+
+    bad = sum(not bool(torch.isfinite(local(t)).all()) for t in state.values())
+    (n_bad,) = all_sum([float(bad)], ranks)
+
+    def items():
+        for name, value in state.items():
+            full = value.full_tensor() if isinstance(value, DTensor) else value
+            if ranks.main:
+                yield name, full
+
+    return Weights({k: v.shape for k, v in state.items()}, items, finite=n_bad == 0, once=True)
+
+
 def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict:
-    """The unsharded weights (on CPU), for the generator push: a collective; rank 0 gets them,
-    the other ranks an empty dict."""
+    """The unsharded weights on CPU (for the final Hugging Face folder): a collective; rank 0
+    gets them, the other ranks an empty dict."""
     if not ranks.active:
         return model.state_dict()
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
@@ -198,10 +323,12 @@ class _NoClock:
 
 class RankRollouts:
     """The rollout source on every rank: rank 0's real one (``inner``), whose batches are
-    broadcast; the other ranks (``inner=None``) receive them. Idle clocks are rank 0's."""
+    broadcast; the other ranks (``inner=None``) receive them. Idle clocks are rank 0's.
+    ``takes_weights(step)``: the schedule of pushes (recipe/pipeline.py), known on every rank
+    because every rank joins a push's gathers."""
 
-    def __init__(self, inner, ranks: Ranks) -> None:
-        self.inner, self.ranks = inner, ranks
+    def __init__(self, inner, ranks: Ranks, takes_weights: Callable[[int], bool]) -> None:
+        self.inner, self.ranks, self.takes_weights = inner, ranks, takes_weights
 
     @property
     def generator_idle(self):
@@ -217,11 +344,13 @@ class RankRollouts:
             batch = dataclasses.replace(batch, futures=[])
         return broadcast(batch, self.ranks)
 
-    def push(self, state_dict, version: int) -> None:
+    def push(self, weights: Weights, version: int) -> None:
+        """Rank 0's generator reads the stream; every other rank joins its gathers."""
         if self.inner is not None:
-            self.inner.push(state_dict, version=version)
+            self.inner.push(weights, version=version)
+        weights.drain()
 
     def __getattr__(self, name):  # hold / release / sync / close: rank 0's, no-ops elsewhere
-        if name.startswith("_") or name in ("inner", "ranks"):
+        if name.startswith("_") or name in ("inner", "ranks", "takes_weights"):
             raise AttributeError(name)
         return getattr(self.inner, name) if self.inner is not None else (lambda *a, **k: None)

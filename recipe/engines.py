@@ -12,7 +12,10 @@ processes) and offers the interface the rollout sources and the evaluation alrea
   when the engines are idle) and returns the groups in the order of the prompts.
 - **Weight pushes** reach every engine before :meth:`MultiEngineGenerator.push_weights` returns,
   all at the same version: the version is checked against every engine first, the state dict
-  once (every engine runs the same model), then the engines load concurrently. The rollout
+  once (every engine runs the same model), then the weights are read once for all of them:
+  packed into bytes once and loaded by the engines concurrently (``rpc``), or broadcast once
+  over one group of the trainer and every engine's workers (``nccl``,
+  recipe/weight_broadcast.py). The rollout
   source publishes the version only after that return, so its admission (the lag bound) and the
   per-token version stamps stay exact: a token carries the version of the engine that sampled
   it, and no engine is behind the published version.
@@ -48,7 +51,9 @@ from recipe.generate_vllm import (
     WeightPushError,
     check_state_dict,
     check_version,
+    pack_state_dict,
 )
+from recipe.weights import Weights, as_weights
 
 
 class MultiEngineGenerator:
@@ -60,6 +65,9 @@ class MultiEngineGenerator:
         Started engines, all holding the same policy version (their ``version`` attribute).
         Every engine must offer ``generate``, ``push_weights`` and ``close``; ``submit`` is
         offered here only when every engine has it.
+    broadcast : recipe.weight_broadcast.WeightBroadcast, optional
+        The one weight group of all the engines (``weight_transfer="nccl"``); None: pushes
+        go to each engine (packed once for vLLM's RPC).
 
     Raises
     ------
@@ -67,7 +75,7 @@ class MultiEngineGenerator:
         No engines, or engines at different versions.
     """
 
-    def __init__(self, engines: Sequence[Any]) -> None:
+    def __init__(self, engines: Sequence[Any], broadcast: Any = None) -> None:
         if not engines:
             raise ValueError("MultiEngineGenerator needs at least one engine")
         versions = [e.version for e in engines]
@@ -86,12 +94,14 @@ class MultiEngineGenerator:
         self._pushers = ThreadPoolExecutor(len(self.engines), thread_name_prefix="pushes")
         if all(hasattr(e, "submit") for e in self.engines):
             self.submit = self._submit  # the pipeline's producer looks for ``submit``
+        # weight_transfer="nccl": one group over every engine's workers (start_engines joins it)
+        self.broadcast = broadcast
 
     # ----------------------------------------------------------------- routing
     def _check_usable(self) -> None:
         if self.broken is not None:
             raise GeneratorBrokenError(
-                f"a weight push failed on one of the {len(self.engines)} engines "
+                f"a weight push failed on at least one of the {len(self.engines)} engines "
                 f"({self.broken!r}), so they no longer hold the same weights; close this "
                 "generator and start new engines"
             )
@@ -177,8 +187,14 @@ class MultiEngineGenerator:
         return out  # type: ignore[return-value]
 
     # ----------------------------------------------------------------- weights
-    def push_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def push_weights(self, state_dict: Weights | Mapping[str, torch.Tensor], version: int) -> None:
         """Load ``state_dict`` into every engine as policy ``version``; returns once all hold it.
+
+        Three routes, each reading the weights once: the one-group broadcast
+        (``self.broadcast``: each tensor sent once to every engine's workers), vLLM's RPC (the
+        weights packed into bytes once, the same packed list sent to every engine), or, for
+        engines that take only ``push_weights``, the weights themselves (a sharded stream is
+        gathered once into a state dict first).
 
         Raises
         ------
@@ -187,6 +203,7 @@ class MultiEngineGenerator:
             take: every engine unchanged, the generator stays usable), or failed on at least one
             engine (the generator is then marked broken: every later call raises).
         """
+        weights = as_weights(state_dict)
         with self._push_lock:
             self._check_usable()
             check_version(version, self.version)
@@ -194,8 +211,20 @@ class MultiEngineGenerator:
                 check_version(version, e.version)
             first = self.engines[0]
             if hasattr(first, "shapes"):  # vLLM engines: the client-side check, once for all
-                check_state_dict(state_dict, first.shapes, first.omittable)
-            errors = self._push_all(state_dict, version)
+                check_state_dict(weights, first.shapes, first.omittable)
+            if self.broadcast is not None:
+                try:
+                    self.broadcast.push(weights, version)
+                except Exception as err:
+                    errors = [(i, err) for i in range(len(self.engines))]
+                else:
+                    errors = []
+            elif all(hasattr(e, "push_packed") for e in self.engines):
+                packed = pack_state_dict(weights, first.dtype)
+                errors = self._push_all(lambda e: e.push_packed(packed, version))
+            else:
+                once = Weights.of(weights.state_dict()) if weights.once else weights
+                errors = self._push_all(lambda e: e.push_weights(once, version))
             if errors:
                 self.broken = errors[0][1]
                 reached = [i for i in range(len(self.engines)) if i not in dict(errors)]
@@ -207,32 +236,19 @@ class MultiEngineGenerator:
                 ) from errors[0][1]
             self.version = version
 
-    def _push_all(self, state_dict, version: int) -> list[tuple[int, BaseException]]:
-        """Push to every engine; the (index, error) of those that failed."""
+    def _push_all(self, push_one: Callable[[Any], None]) -> list[tuple[int, BaseException]]:
+        """Push to every engine concurrently; the (index, error) of those that failed."""
 
         def push(i: int) -> None:
             try:
-                self.engines[i].push_weights(state_dict, version)
+                push_one(self.engines[i])
             except BaseException as err:
                 # at once, not after the others: requests finishing meanwhile must see it
                 self.broken = err
                 raise
 
-        # NCCL transfers share the trainer's CUDA stream and rank: one engine at a time there
-        concurrent = not any(getattr(e, "nccl", None) is not None for e in self.engines)
-        errors = []
-        if concurrent:
-            futures = [self._pushers.submit(push, i) for i in range(len(self.engines))]
-            for i, f in enumerate(futures):
-                if f.exception() is not None:
-                    errors.append((i, f.exception()))
-        else:
-            for i in range(len(self.engines)):
-                try:
-                    push(i)
-                except Exception as err:
-                    errors.append((i, err))
-        return errors
+        futures = [self._pushers.submit(push, i) for i in range(len(self.engines))]
+        return [(i, f.exception()) for i, f in enumerate(futures) if f.exception() is not None]
 
     def close(self) -> None:
         """Close every engine (all are tried; the first error is raised after)."""
@@ -242,6 +258,8 @@ class MultiEngineGenerator:
                 e.close()
             except Exception as err:
                 first = first or err
+        if self.broadcast is not None:
+            self.broadcast.close()
         self._threads.shutdown(wait=False, cancel_futures=True)
         self._pushers.shutdown(wait=False, cancel_futures=True)
         if first is not None:
@@ -339,17 +357,31 @@ def on_device(index: int | None) -> Iterator[None]:
 
 
 def start_engines(
-    make: Callable[[int], Any], generators: int, devices: Sequence[int] | None
+    make: Callable[[int], Any],
+    generators: int,
+    devices: Sequence[int] | None,
+    *,
+    weight_transfer: str = "rpc",
+    trainer_device: torch.device | str = "cuda",
 ) -> MultiEngineGenerator:
     """``generators`` engines from ``make(i)``, engine ``i`` on ``devices[i]`` (see
-    :func:`on_device`); a failed start closes the engines already started."""
+    :func:`on_device`); a failed start closes the engines already started. With
+    ``weight_transfer="nccl"`` the trainer and every engine's workers then join one weight group
+    (recipe/weight_broadcast.py)."""
     engines: list[Any] = []
     try:
         for i in range(generators):
             with on_device(None if devices is None else devices[i]):
                 engines.append(make(i))
+        broadcast = None
+        if weight_transfer == "nccl":
+            from recipe.weight_broadcast import WeightBroadcast
+
+            broadcast = WeightBroadcast(engines, dtype=engines[0].dtype, device=trainer_device)
+            for e in engines:
+                e.broadcast = broadcast
     except BaseException:
         for e in engines:
             e.close()
         raise
-    return MultiEngineGenerator(engines)
+    return MultiEngineGenerator(engines, broadcast)

@@ -17,6 +17,7 @@ import torch
 from transformers import PreTrainedModel
 
 from recipe.forward import autocast, body, head_logits, left_pad, model_device, positions
+from recipe.weights import as_weights
 
 
 @dataclass
@@ -31,6 +32,17 @@ class Completion:
     # [start, end) of tokens forced by length control (recipe/length_control.py), not sampled:
     # context for later tokens, left out of the loss; None when the completion ran freely
     forced: tuple[int, int] | None = None
+    # the oldest policy version whose KV the tokens may have attended to, when it can differ
+    # from theirs: vLLM's prefix cache is salted with the version at submission, so a request
+    # that waited in the engine's queue across a push samples every token with the new weights
+    # over prompt KV that may be the old ones'. None: the tokens' own versions tell it all.
+    kv_version: int | None = None
+
+    @property
+    def mixed(self) -> bool:
+        """Tokens (or their KV) come from more than one policy version."""
+        seen = set(self.versions) | ({self.kv_version} if self.kv_version is not None else set())
+        return len(seen) > 1
 
 
 class Generator(Protocol):
@@ -102,10 +114,19 @@ class TorchGenerator:
 
         A sampler sharing the trainer's model already holds them: only the version changes.
         """
-        own = self.model.state_dict()
-        if not (self.shared and all(state_dict[k].data_ptr() == v.data_ptr()
-                                    for k, v in own.items() if k in state_dict)):  # fmt: skip
-            self.model.load_state_dict(dict(state_dict))
+        weights, own = as_weights(state_dict), self.model.state_dict()
+        if weights.keys() != own.keys() or any(
+            weights.shapes[k] != v.shape for k, v in own.items()
+        ):  # checked before anything is copied: a refused push changes nothing
+            raise ValueError(
+                f"weight names or shapes differ from the sampler's model: missing "
+                f"{sorted(own.keys() - weights.keys())[:3]}, unexpected "
+                f"{sorted(weights.keys() - own.keys())[:3]}"
+            )
+        with torch.no_grad():
+            for name, value in weights.items():  # one tensor at a time (a stream, sharded)
+                if value.data_ptr() != own[name].data_ptr():  # a shared model holds them
+                    own[name].copy_(value)
         self.version = version
 
     def close(self) -> None:

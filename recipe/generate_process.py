@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING
 import torch
 import torch.multiprocessing as mp
 
+from recipe.weights import as_weights
+
 if TYPE_CHECKING:  # a child with another engine need not import transformers
     from recipe.generate import Completion
 
@@ -294,18 +296,18 @@ class ProcessGenerator:
         Names and shapes must be the starting state dict's (the child's ``load_state_dict``
         checks again).
         """
+        weights = as_weights(state_dict)
         with self._lock:  # no copy while the child may still be reading the previous push
-            if state_dict.keys() != self._shared.keys():
-                missing = sorted(self._shared.keys() - state_dict.keys())[:3]
-                extra = sorted(state_dict.keys() - self._shared.keys())[:3]
+            if weights.keys() != self._shared.keys():
+                missing = sorted(self._shared.keys() - weights.keys())[:3]
+                extra = sorted(weights.keys() - self._shared.keys())[:3]
                 raise ValueError(f"weight names differ: missing {missing}, unexpected {extra}")
-            for name, value in state_dict.items():  # all checked before any is written
-                if value.shape != self._shared[name].shape:
+            for name, shape in weights.shapes.items():  # all checked before any is written
+                if shape != self._shared[name].shape:
                     raise ValueError(
-                        f"{name}: shape {tuple(value.shape)}, expected "
-                        f"{tuple(self._shared[name].shape)}"
+                        f"{name}: shape {tuple(shape)}, expected {tuple(self._shared[name].shape)}"
                     )
-            for name, value in state_dict.items():
+            for name, value in weights.items():
                 self._shared[name].copy_(value.detach())
             _sync_cuda(self._shared)  # written before the child reads them
             self._send_and_wait("push", version)

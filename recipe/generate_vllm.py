@@ -23,8 +23,10 @@ rebuilt in the worker. On GPU the same path works; vLLM's native NCCL weight tra
 Prefix caching: every request carries ``cache_salt=f"v{version}"``, so a request submitted after
 a push never reuses prompt KV computed by older weights, and the prefix cache is also reset after
 each push (that reset is refused by vLLM while paused requests still hold blocks, hence the salt).
-A request submitted before a push but not yet scheduled keeps its old salt: like a running one, it
-may continue on KV computed by the old weights, and its tokens carry the new version.
+A request submitted before a push but not yet scheduled keeps its old salt (vLLM fixes it at
+submission): it may start from prompt KV computed by the old weights while every token it samples
+carries the new version. Its completion records the salt's version (``Completion.kv_version``), so
+it counts as mixed, like a running one, and stays out of ``fresh_logprob_mismatch``.
 
 Failures: the state dict is checked against the model's Hugging Face shapes before anything is
 sent (names, shapes, finite values), because a load that fails inside the worker leaves vLLM's
@@ -53,6 +55,7 @@ from typing import Any
 import torch
 
 from recipe.generate import Completion
+from recipe.weights import Weights, as_weights
 
 EXTENSION = f"{__name__}.WeightSyncExtension"  # dotted path vLLM imports inside the worker
 LOAD_METHOD = "rlcurves_load_weights"
@@ -74,14 +77,16 @@ class GeneratorBrokenError(RuntimeError):
 
 
 def pack_state_dict(
-    state_dict: Mapping[str, torch.Tensor], dtype: torch.dtype
+    state_dict: Weights | Mapping[str, torch.Tensor], dtype: torch.dtype
 ) -> list[PackedTensor]:
     """Serialize tensors as ``(name, dtype, shape, raw bytes)``, cast to the engine's dtype.
 
-    Plain tuples of bytes survive vLLM's RPC serialization; tensors do not.
+    Plain tuples of bytes survive vLLM's RPC serialization; tensors do not. One pass over the
+    weights (a sharded stream is gathered tensor by tensor); the result is the one packed copy
+    that every engine of a push receives.
     """
     packed = []
-    for name, tensor in state_dict.items():
+    for name, tensor in as_weights(state_dict).items():
         t = tensor.detach().to("cpu", dtype).contiguous()
         raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
         packed.append((name, str(t.dtype).removeprefix("torch."), tuple(t.shape), raw))
@@ -130,40 +135,50 @@ def hf_parameter_shapes(model_dir: str | Path) -> tuple[dict[str, tuple[int, ...
 
 
 def check_state_dict(
-    state_dict: Mapping[str, torch.Tensor],
+    state_dict: Weights | Mapping[str, torch.Tensor],
     shapes: Mapping[str, tuple[int, ...]],
     omittable: set[str],
 ) -> None:
     """Refuse a state dict whose names, shapes or values cannot be the engine's model.
+
+    Reads no tensor of a sharded stream: names and shapes are its metadata, finiteness was
+    reduced over the shards (:func:`recipe.distributed.model_weights`).
 
     Raises
     ------
     WeightPushError
         Naming the offending parameters and what was expected.
     """
-    unknown = sorted(set(state_dict) - set(shapes))
+    weights = as_weights(state_dict)
+    unknown = sorted(set(weights.keys()) - set(shapes))
     if unknown:
         raise WeightPushError(
             f"weight push refused: {len(unknown)} unknown parameter name(s), e.g. {unknown[:3]}; "
             "expected Hugging Face names such as "
             f"{sorted(shapes)[:2]} (push model.state_dict() of the unwrapped model)"
         )
-    missing = sorted(set(shapes) - set(state_dict) - omittable)
+    missing = sorted(set(shapes) - set(weights.keys()) - omittable)
     if missing:
         raise WeightPushError(
             f"weight push refused: {len(missing)} parameter(s) missing, e.g. {missing[:3]}; "
             "push the complete state dict"
         )
-    for name, tensor in state_dict.items():
-        if tuple(tensor.shape) != shapes[name]:
+    for name, shape in weights.shapes.items():
+        if tuple(shape) != shapes[name]:
             raise WeightPushError(
-                f"weight push refused: {name!r} has shape {tuple(tensor.shape)}, "
+                f"weight push refused: {name!r} has shape {tuple(shape)}, "
                 f"the engine's model expects {shapes[name]}"
             )
-        if not tensor.is_floating_point():
-            raise WeightPushError(f"weight push refused: {name!r} has dtype {tensor.dtype}")
-        if not bool(torch.isfinite(tensor).all()):
-            raise WeightPushError(f"weight push refused: {name!r} contains NaN or inf")
+    if not weights.once:  # a stream's dtypes are the model's own (FP32 master weights)
+        for name, tensor in weights.items():
+            if not tensor.is_floating_point():
+                raise WeightPushError(f"weight push refused: {name!r} has dtype {tensor.dtype}")
+    if not weights.finite:
+        bad = [] if weights.once else [
+            n for n, t in weights.items() if not bool(torch.isfinite(t).all())
+        ]  # fmt: skip
+        where = f" ({bad[0]!r})" if bad else ""
+        raise WeightPushError(f"weight push refused: contains NaN or inf{where}")
 
 
 def check_version(new: int, current: int) -> None:
@@ -241,7 +256,8 @@ def sampling_params(
 
 
 def to_completion(output: Any, fallback_version: int) -> Completion:
-    """Convert one vLLM ``CompletionOutput`` (finished) into a :class:`Completion`."""
+    """Convert one vLLM ``CompletionOutput`` (finished) into a :class:`Completion`;
+    ``fallback_version`` is the version the request was submitted (and cache-salted) with."""
     tokens = list(output.token_ids)
     logprobs = [float(step[tok].logprob) for step, tok in zip(output.logprobs, tokens, strict=True)]
     versions = [fallback_version] * len(tokens)
@@ -253,6 +269,7 @@ def to_completion(output: Any, fallback_version: int) -> Completion:
         logprobs=logprobs,
         versions=versions,
         truncated=output.finish_reason == "length",
+        kv_version=fallback_version,  # the request's cache salt (tokens_prompt)
     )
 
 
@@ -364,7 +381,7 @@ class VLLMGenerator:
             for out, seq in zip(outs, sequences, strict=True)
         ]
 
-    def push_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def push_weights(self, state_dict: Weights | Mapping[str, torch.Tensor], version: int) -> None:
         """Load new weights (Hugging Face names) into the running engine, tagged ``version``.
 
         Raises
@@ -376,7 +393,13 @@ class VLLMGenerator:
         self._check_usable()
         check_version(version, self.version)
         check_state_dict(state_dict, self.shapes, self.omittable)
-        packed = pack_state_dict(state_dict, self.dtype)
+        self.push_packed(pack_state_dict(state_dict, self.dtype), version)
+
+    def push_packed(self, packed: list[PackedTensor], version: int) -> None:
+        """Load weights already checked and packed (:func:`pack_state_dict`): what
+        :class:`~recipe.engines.MultiEngineGenerator` sends every engine, packed once."""
+        self._check_usable()
+        check_version(version, self.version)
         try:
             loaded = self.llm.collective_rpc(LOAD_METHOD, args=(packed,))
         except Exception as err:
@@ -439,9 +462,15 @@ class AsyncVLLMGenerator:
             raise ValueError(f"weight_transfer must be rpc or nccl, got {weight_transfer!r}")
         self.stop_token_ids = list(stop_token_ids)
         self.weight_transfer = weight_transfer
-        self.nccl: NcclWeightSender | None = None
+        # weight_transfer="nccl": the one-group broadcast (recipe/weight_broadcast.py), joined by
+        # recipe.engines.start_engines for all engines at once, or by the first push of an
+        # engine used alone
+        self.broadcast: Any = None
+        self.weight_workers = 1
         if weight_transfer == "nccl":
             engine_overrides.setdefault("weight_transfer_config", {"backend": "nccl"})
+            for size in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+                self.weight_workers *= int(engine_overrides.get(size, 1))
         self.shapes, self.omittable = hf_parameter_shapes(model_dir)
         self.dtype = DTYPES[dtype] if dtype in DTYPES else dtype
         self.version = version
@@ -465,8 +494,6 @@ class AsyncVLLMGenerator:
         )
         try:
             self.engine = self._call(self._start(kwargs))
-            if weight_transfer == "nccl":
-                self.nccl = NcclWeightSender.connect(self, engine_overrides)
         except BaseException:
             self.close()
             raise
@@ -533,7 +560,7 @@ class AsyncVLLMGenerator:
         ]
         return [f.result() for f in futures]
 
-    def push_weights(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def push_weights(self, state_dict: Weights | Mapping[str, torch.Tensor], version: int) -> None:
         """Load new weights into the running engine without stopping in-flight requests.
 
         Running requests are frozen (``pause_generation(mode="keep")``), keep their KV cache and
@@ -548,38 +575,95 @@ class AsyncVLLMGenerator:
         self._check_usable()
         check_version(version, self.version)
         check_state_dict(state_dict, self.shapes, self.omittable)
-        if self.nccl is not None:
-            self._call(self._push(None, version, state_dict))
+        if self.weight_transfer == "nccl":
+            if self.broadcast is None:  # an engine used alone: a group of one engine
+                from recipe.weight_broadcast import WeightBroadcast
+
+                self.broadcast = WeightBroadcast([self], dtype=self.dtype)
+            try:
+                self.broadcast.push(as_weights(state_dict), version)
+            except Exception as err:
+                raise WeightPushError(f"weight broadcast to the vLLM workers failed: {err}") from (
+                    err
+                )
             return
-        packed = pack_state_dict(state_dict, self.dtype)
+        self.push_packed(pack_state_dict(state_dict, self.dtype), version)
+
+    def push_packed(self, packed: list[PackedTensor], version: int) -> None:
+        """Load weights already checked and packed (:func:`pack_state_dict`) through the
+        worker extension: the ``rpc`` route, as :class:`~recipe.engines.MultiEngineGenerator`
+        sends every engine the one packed copy."""
+        self._check_usable()
+        check_version(version, self.version)
         self._call(self._push(packed, version))
 
-    async def _push(self, packed: list[PackedTensor] | None, version: int, state_dict=None):
+    async def _push(self, packed: list[PackedTensor], version: int):
         async with self._push_lock:
             start = time.perf_counter()
-            await self.engine.pause_generation(mode="keep", clear_cache=False)
-            in_flight = len(self._running)
+            in_flight = await self._pause()
             load_start = time.perf_counter()
             try:
-                if packed is None:  # NCCL: vLLM's native transfer, engine receives while we send
-                    await self.nccl.send(state_dict, version)
-                else:
-                    loaded = await self.engine.collective_rpc(LOAD_METHOD, args=(packed,))
-                    if loaded != [len(packed)]:
-                        raise RuntimeError(f"worker loaded {loaded} tensors, sent {len(packed)}")
+                loaded = await self.engine.collective_rpc(LOAD_METHOD, args=(packed,))
+                if loaded != [len(packed)]:
+                    raise RuntimeError(f"worker loaded {loaded} tensors, sent {len(packed)}")
             except Exception as err:
-                self.broken = err
-                # stay paused: resuming would continue on old or half-loaded weights
-                await self.engine.abort(list(self._running))
+                await self._fail(err)
                 raise WeightPushError(f"weight push to the vLLM worker failed: {err}") from err
-            load_seconds = time.perf_counter() - load_start
-            await self.engine.reset_prefix_cache()  # refused while requests hold blocks: salts
-            await self.engine.update_weight_version(str(version))
-            self.version = version
-            await self.engine.resume_generation()
-            self.pushes.append(
-                PushRecord(version, time.perf_counter() - start, load_seconds, in_flight)
-            )
+            await self._resume(version, start, time.perf_counter() - load_start, in_flight)
+
+    async def _pause(self) -> int:
+        await self.engine.pause_generation(mode="keep", clear_cache=False)
+        return len(self._running)
+
+    async def _fail(self, err: BaseException) -> None:
+        self.broken = err
+        # stay paused: resuming would continue on old or half-loaded weights
+        await self.engine.abort(list(self._running))
+
+    async def _resume(self, version: int, start: float, load_seconds: float, in_flight: int):
+        await self.engine.reset_prefix_cache()  # refused while requests hold blocks: salts
+        await self.engine.update_weight_version(str(version))
+        self.version = version
+        await self.engine.resume_generation()
+        self.pushes.append(
+            PushRecord(version, time.perf_counter() - start, load_seconds, in_flight)
+        )
+
+    # ------------------------------------------- the engine's end of the one-group broadcast
+    # (recipe/weight_broadcast.py drives these, each blocking until the engine has done it)
+
+    def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        """Join the weight group (vLLM's ``init_weight_transfer_engine``; blocks until every
+        member has joined)."""
+        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
+
+        self._call(self.engine.init_weight_transfer_engine(
+            WeightTransferInitRequest(init_info=init_info)))  # fmt: skip
+
+    def start_weight_update(self) -> None:
+        self._call(self.engine.start_weight_update())
+
+    def update_weights(self, update_info) -> None:
+        """Receive one push (the workers take part in the trainer's broadcasts)."""
+        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
+
+        self._call(self.engine.update_weights(WeightTransferUpdateRequest(update_info=update_info)))
+
+    def finish_weight_update(self) -> None:
+        self._call(self.engine.finish_weight_update())
+
+    def pause(self) -> int:
+        """Freeze generation for a push; returns the requests in flight."""
+        self._check_usable()
+        return self._call(self._pause())
+
+    def fail(self, err: BaseException) -> None:
+        """A push failed midway: stay paused, abort the requests, refuse all further use."""
+        self._call(self._fail(err))
+
+    def resume(self, version: int, *, start: float, load_seconds: float, in_flight: int) -> None:
+        """After a push: new cache salts apply, the version is set, generation resumes."""
+        self._call(self._resume(version, start, load_seconds, in_flight))
 
     def _stop_loop(self) -> None:
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -587,80 +671,12 @@ class AsyncVLLMGenerator:
 
     def close(self) -> None:
         """Shut the engine down and stop the event loop thread."""
-        if getattr(self, "nccl", None) is not None:
-            self.nccl = None  # the communicator goes with the engine
+        broadcast, self.broadcast = getattr(self, "broadcast", None), None
+        if broadcast is not None and broadcast.engines == [self]:  # its own group of one
+            broadcast.close()
         engine = getattr(self, "engine", None)
         if engine is not None:
             self._loop.call_soon_threadsafe(engine.shutdown)
             self.engine = None
         if self._thread.is_alive():
             self._stop_loop()
-
-
-# --------------------------------------------------------------------------- NCCL weight transfer
-
-
-class NcclWeightSender:
-    """The trainer's end of vLLM's native NCCL weight transfer (``weight_transfer="nccl"``).
-
-    For an engine on its own GPU(s): the trainer process is NCCL rank 0, the engine's workers
-    ranks 1..n, rendezvous over a TCP store on localhost. Per push the engine (already paused by
-    :meth:`AsyncVLLMGenerator._push`) runs ``start_weight_update``, ``update_weights`` (its
-    workers receive each tensor by name, dtype and shape) while the trainer broadcasts the same
-    tensors from rank 0, then ``finish_weight_update``. Written against vLLM 0.32's
-    ``vllm.distributed.weight_transfer`` (``NCCLWeightTransferEngine``); it needs CUDA on both
-    sides and two different devices (NCCL refuses two ranks on one GPU), so the CPU test suite
-    cannot run it: ``scripts/gpu_check.sh`` is where it is exercised.
-    """
-
-    def __init__(self, generator: AsyncVLLMGenerator, group: Any) -> None:
-        self.generator = generator
-        self.group = group
-
-    @classmethod
-    def connect(cls, generator: AsyncVLLMGenerator, overrides: Mapping[str, Any]):
-        import socket
-
-        from vllm.distributed.weight_transfer.base import WeightTransferInitRequest
-        from vllm.distributed.weight_transfer.nccl_common import trainer_init
-
-        with socket.socket() as sock:  # a free port for the rendezvous store
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        workers = int(overrides.get("tensor_parallel_size", 1)) * int(
-            overrides.get("data_parallel_size", 1)
-        )
-        info = {"master_address": "127.0.0.1", "master_port": port, "world_size": 1 + workers}
-        request = WeightTransferInitRequest(init_info={**info, "rank_offset": 1})
-        # both ends block in the rendezvous: the engine's on its loop, ours here
-        pending = asyncio.run_coroutine_threadsafe(
-            generator.engine.init_weight_transfer_engine(request), generator._loop
-        )
-        group = trainer_init(info, rank=0)
-        pending.result()
-        return cls(generator, group)
-
-    async def send(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        from vllm.distributed.weight_transfer.base import WeightTransferUpdateRequest
-
-        engine, dtype = self.generator.engine, self.generator.dtype
-        tensors = {k: v.detach().to("cuda", dtype).contiguous() for k, v in state_dict.items()}
-        info = {
-            "names": list(tensors),
-            "dtype_names": [str(t.dtype).removeprefix("torch.") for t in tensors.values()],
-            "shapes": [list(t.shape) for t in tensors.values()],
-        }
-        await engine.start_weight_update()
-        receiving = asyncio.ensure_future(
-            engine.update_weights(WeightTransferUpdateRequest(update_info=info))
-        )
-        stream = torch.cuda.current_stream()
-
-        def broadcast() -> None:
-            for t in tensors.values():
-                self.group.broadcast(t, src=0, stream=stream)
-            stream.synchronize()
-
-        await asyncio.get_running_loop().run_in_executor(None, broadcast)
-        await receiving
-        await engine.finish_weight_update()

@@ -74,7 +74,8 @@ class InterruptingGenerator:
             p = self.points.randint(self.lo, self.hi)
         if len(first.tokens) <= p and not first.truncated:
             return first, None  # ended on its own before the interruption point
-        head = Completion(first.tokens[:p], first.logprobs[:p], first.versions[:p], True)
+        head = Completion(first.tokens[:p], first.logprobs[:p], first.versions[:p], True,
+                          kv_version=first.kv_version)  # fmt: skip
         rest = budget - p - len(self.text_ids)
         return head, (list(prompt) + head.tokens + self.text_ids, rest)
 
@@ -90,6 +91,9 @@ class InterruptingGenerator:
             versions=head.versions + [version] * n + tail.versions[:rest],
             truncated=tail.truncated or cut,
             forced=(p, p + n),
+            kv_version=min(
+                (v for v in (head.kv_version, tail.kv_version) if v is not None), default=None
+            ),
         )
 
     def _check_budget(self, max_new_tokens: int) -> None:

@@ -6,11 +6,11 @@ any real causal-LM checkpoint folder. Nothing is downloaded.
 
 ``python -m recipe.model --out DIR`` builds the seeded model and runs the deterministic supervised
 warm-up: batches of carry-free problems (the easier sub-distribution, see
-:func:`recipe.task.easy_problems`) with a share ``mix`` (default config 0.25) of full-distribution
-problems from the training pool. Why the mix (measured on this task): a warm-up on carry-free
-problems alone leaves the model confidently wrong on carries, so zero-variance filtering drops
-~90% of prompts and RL barely moved in 200 steps; a warm-up on the full distribution alone sits
-on supervised learning's own steep rise (pass rate 0.004 after 150 steps, 0.005 after 250 with
+:func:`recipe.tasks.addition.easy_problems`) with a share ``mix`` (default config 0.25) of
+full-distribution problems from the training pool. Why the mix (measured on this task): a warm-up on
+carry-free problems alone leaves the model confidently wrong on carries, so zero-variance filtering
+drops ~90% of prompts and RL barely moved in 200 steps; a warm-up on the full distribution alone
+sits on supervised learning's own steep rise (pass rate 0.004 after 150 steps, 0.005 after 250 with
 noisy sampling). The mix starts RL near 0.19 with about a third of the prompts carrying signal.
 
 A task with ``warmup_examples`` (:class:`recipe.tasks.Task`; the ``addition_lsb`` task) supplies
@@ -46,8 +46,8 @@ from recipe.forward import (
     model_device,
     positions,
 )
-from recipe.task import Problem, easy_problems, reward, split_problems
 from recipe.tasks import Prompt
+from recipe.tasks.addition import Problem, easy_problems, reward, split_problems
 
 SPECIAL = ["<pad>", "<bos>", "<eos>", "<unk>"]
 CHARS = [*"0123456789", "+", "="]

@@ -51,6 +51,7 @@ import collections
 import queue
 import threading
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ from dataclasses import dataclass, field
 import torch
 
 from recipe.generate import Completion
+from recipe.weights import Weights, as_weights
 
 
 class GeneratorFailed(RuntimeError):
@@ -107,7 +109,7 @@ def version_stats(groups: Sequence[Sequence[Completion]], trainer_version: int) 
         "lag_min": min(lags),
         "lag_mean": sum(lags) / len(lags),
         "lag_max": max(lags),
-        "mixed_version_samples": sum(len(set(c.versions)) > 1 for g in groups for c in g),
+        "mixed_version_samples": sum(c.mixed for g in groups for c in g),
     }
 
 
@@ -141,10 +143,18 @@ class SharedPool:
             self.pool.load_state_dict(state)
 
 
-def _push(generator, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+def takes_weights(step: int, k: int, steps: int) -> bool:
+    """Whether the generator ever uses the weights of ``step``, so that the loop gathers and
+    pushes them: every step's with k = 1 (sync, PipelineRL), a round's last with PPO-off-policy-k
+    (the next round starts from them; the round's other versions would be replaced unread), and
+    never the last step's (no batch follows; an evaluation pushes its own)."""
+    return step < steps and step % k == 0
+
+
+def push(generator, weights: Weights | Mapping[str, torch.Tensor], version: int) -> None:
     """Push weights or stop the run: never continue silently on old weights."""
     try:
-        generator.push_weights(state_dict, version)
+        generator.push_weights(weights, version)
     except Exception as err:
         raise GeneratorFailed(
             f"weight push of policy version {version} failed: {err!r}; the generator does not "
@@ -163,11 +173,12 @@ class WeightBuffer:
     def __init__(self) -> None:
         self.tensors: dict[str, torch.Tensor] | None = None
 
-    def put(self, state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        if self.tensors is None or self.tensors.keys() != state_dict.keys():
-            self.tensors = {k: v.detach().clone() for k, v in state_dict.items()}
+    def put(self, weights: Weights | Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        weights = as_weights(weights)
+        if self.tensors is None or self.tensors.keys() != weights.keys():
+            self.tensors = {k: v.detach().clone() for k, v in weights.items()}
         else:
-            for k, v in state_dict.items():
+            for k, v in weights.items():
                 self.tensors[k].copy_(v.detach())
         return self.tensors
 
@@ -194,16 +205,12 @@ class OffPolicyRollouts:
             generator, pool, prompt_ids, cfg, k
         )  # fmt: skip
         self.buffer: collections.deque[Batch] = collections.deque()
-        self.pending: tuple[dict, int] | None = None
         self.generator_idle = IdleClock()
         self.trainer_wait = 0.0
 
     def next_batch(self, step: int) -> Batch:
         if not self.buffer:
             start = time.perf_counter()
-            if self.pending is not None:  # weights change only between rounds
-                _push(self.generator, *self.pending)
-                self.pending = None
             # a round is k steps long, aligned to step 1 (also after --resume mid-round)
             rounds = min(self.k - (step - 1) % self.k, self.cfg.steps - step + 1)
             self.generator_idle.busy()
@@ -224,19 +231,16 @@ class OffPolicyRollouts:
             self.trainer_wait += time.perf_counter() - start
         return self.buffer.popleft()
 
-    def push(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
-        """Park the new weights; they reach the generator before the next round.
+    def takes_weights(self, step: int) -> bool:
+        """Whether the weights of ``step`` start a round (:func:`takes_weights`)."""
+        return takes_weights(step, self.k, self.cfg.steps)
 
-        No copy: the trainer changes the weights only after the next :meth:`next_batch`, which
-        loads them first.
-        """
-        self.pending = (state_dict, version)
-
-    def sync(self) -> None:
-        """Load parked weights now (before an evaluation on the generator engine)."""
-        if self.pending is not None:
-            _push(self.generator, *self.pending)
-            self.pending = None
+    def push(self, weights: Weights | Mapping[str, torch.Tensor], version: int) -> None:
+        """Load the weights of a round's last step into the generator now (the next round
+        generates with them); any other version is dropped unread (weights change only between
+        rounds)."""
+        if self.takes_weights(version):
+            push(self.generator, weights, version)
 
     def hold(self) -> None:
         """Nothing runs in the background."""
@@ -291,7 +295,7 @@ class PipelineRollouts:
                         return
                     pending, self.pending = self.pending, None
                     if pending is not None:  # under the lock: push() cannot overwrite it now
-                        _push(self.generator, *pending)
+                        push(self.generator, *pending)
                 idx = self.pool.next_batch(self.cfg.prompts_per_step)  # a SharedPool
                 prompts = [self.prompt_ids[i] for i in idx]
                 kw = {"max_new_tokens": self.cfg.max_new_tokens,
@@ -348,21 +352,22 @@ class PipelineRollouts:
         finally:
             self.trainer_wait += time.perf_counter() - start
 
-    def push(self, state_dict: Mapping[str, torch.Tensor], version: int) -> None:
+    def takes_weights(self, step: int) -> bool:
+        """Every update but the last is published (:func:`takes_weights` with k = 1)."""
+        return takes_weights(step, 1, self.cfg.steps)
+
+    def push(self, weights: Weights | Mapping[str, torch.Tensor], version: int) -> None:
         """Publish ``version``: into the running vLLM engine now, or parked for the torch one."""
         if self.is_async:
             # in the trainer thread: a failed push raises here and stops the run
-            _push(self.generator, state_dict, version)
+            push(self.generator, weights, version)
             with self.cond:
                 self.version = version
                 self.cond.notify_all()
             return
         with self.cond:
-            self.pending, self.version = (self.parked.put(state_dict), version), version
+            self.pending, self.version = (self.parked.put(weights), version), version
             self.cond.notify_all()
-
-    def sync(self) -> None:
-        """Nothing to do: vLLM holds every pushed version; the torch sampler is not evaluated."""
 
     def hold(self) -> None:
         """Start no new batches (during evaluation)."""
@@ -380,3 +385,11 @@ class PipelineRollouts:
             self.stopping = True
             self.cond.notify_all()
         self.thread.join(timeout=60)
+        if self.thread.is_alive():  # a daemon thread: the interpreter ends it at exit
+            warnings.warn(
+                "the rollout producer is still running 60 s after close() (a long generate "
+                "call?); if it is inside torch when the interpreter exits, the process aborts "
+                "with 'terminate called without an active exception'",
+                RuntimeWarning,
+                stacklevel=2,
+            )

@@ -4,10 +4,12 @@ checkpoints and resume. ``recipe/train.py`` reads top to bottom because all of t
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,9 +22,9 @@ from recipe.generate import TorchGenerator
 from recipe.generate_process import ProcessGenerator, torch_sampler_builder
 from recipe.length_control import InterruptingGenerator
 from recipe.model import encode_prompts, load_policy, stop_token_ids, warm_up
-from recipe.pipeline import OffPolicyRollouts, PipelineRollouts
-from recipe.task import split_problems
+from recipe.pipeline import OffPolicyRollouts, PipelineRollouts, takes_weights
 from recipe.tasks import Prompt, Task, load_task
+from recipe.tasks.addition import split_problems
 
 # keys that may change between a run and its --resume (they do not change what is learned;
 # micro-batching and checkpointing change float rounding only, the engines' count and
@@ -137,12 +139,90 @@ def engine_layout(
 def devices_in_use(
     cfg: Config, ranks: distributed.Ranks, device: torch.device | None = None
 ) -> int:
-    """``devices`` counts a one-rank run's devices that share the trainer's (1 on CPU); every
-    further trainer rank adds one, and so does every engine on a GPU of its own."""
+    """The devices that ``gpu_hours`` counts, from rank 0's node: ``devices`` (a one-rank run's
+    devices that share the trainer's, 1 by default) + one per further trainer rank + one per
+    engine on a GPU of its own (counted already: do not add them to ``devices``)."""
     from recipe.engines import engines_on_own_devices
 
     layout = engine_layout(cfg, device, ranks) if device is not None else None
     return cfg.devices + ranks.world - 1 + engines_on_own_devices(layout, trainer_gpus(ranks))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a launch's devices are, decided once for all ranks (:func:`launch_layout`)."""
+
+    engines: list[int] | None  # each vLLM engine's CUDA device on rank 0's node (None: shared)
+    in_use: int  # devices ``gpu_hours`` counts: trainer ranks + engines' own GPUs (+ ``devices``)
+    held: int  # devices the job holds: every GPU visible to it on every node (>= in_use)
+
+
+def visible_gpus() -> int:
+    """GPUs this process can see (the node's allocation under a scheduler's
+    ``CUDA_VISIBLE_DEVICES``); 0 without CUDA."""
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def launch_layout(cfg: Config, ranks: distributed.Ranks, device: torch.device) -> Layout:
+    """Engine devices and device counts, computed on rank 0 and broadcast (a collective).
+
+    Only rank 0's node runs engines, so only its ``LOCAL_WORLD_SIZE`` places them: a node with
+    other trainer ranks would place them after its own and refuse (e.g. GPUs 8-13 on an 8-GPU
+    node). ``held`` sums every node's visible GPUs (each node's local rank 0 reports them), and
+    is never below ``in_use`` (on CPU, where nothing is visible, it equals it).
+    """
+    mine = None
+    if ranks.main:
+        mine = (engine_layout(cfg, device, ranks), devices_in_use(cfg, ranks, device))
+    engines, in_use = distributed.broadcast(mine, ranks)
+    node_gpus = visible_gpus() if ranks.local == 0 else 0
+    (held,) = distributed.all_sum([float(node_gpus)], ranks)
+    return Layout(engines=engines, in_use=in_use, held=max(int(held), in_use))
+
+
+def process_start_time() -> float:
+    """When this process started (Unix time): from /proc on Linux (so the interpreter's and
+    torch's start-up count), else when this module was imported."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED
+
+
+_IMPORTED = time.time()
+
+
+class Bill:
+    """``allocated_gpu_hours``: the devices the job holds x the wall-clock time since this
+    process started, plus ``earlier`` hours billed to the run's previous processes."""
+
+    def __init__(self, held: int, earlier: float = 0.0) -> None:
+        self.held, self.earlier, self.start = held, earlier, process_start_time()
+
+    def hours(self) -> float:
+        return self.earlier + (time.time() - self.start) / 3600 * self.held
+
+
+def previous_bill(log_path: Path, state: dict | None) -> float:
+    """On ``--resume``: the allocated hours of the previous processes, from the last row the
+    killed one wrote (rows after the checkpoint are dropped from the log, but their hours were
+    spent), else the checkpoint's; 0 for a fresh run."""
+    if state is None:
+        return 0.0
+    hours = float(state.get("allocated_gpu_hours", 0.0))
+    if log_path.exists():
+        for line in log_path.read_text(errors="replace").splitlines():
+            try:
+                hours = max(hours, float(json.loads(line).get("allocated_gpu_hours") or 0.0))
+            except (ValueError, AttributeError):
+                continue  # a torn last line
+    return hours
 
 
 def flops(parameters: int, trained_tokens: int, generated_tokens: int) -> float:
@@ -225,11 +305,15 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
                 **extra, **vllm_overrides(cfg, s.device, shares_trainer_gpu=shared),
             )  # fmt: skip
 
-        if cfg.generators == 1:
+        if cfg.generators == 1 and cfg.weight_transfer == "rpc":
             with on_device(layout[0] if layout else None):
                 generator = make(0)
-        else:  # N engines behind one generator: least-loaded routing, every push to all
-            generator = start_engines(make, cfg.generators, layout)
+        else:  # N engines behind one generator: least-loaded routing, every push to all (one
+            # weight group of the trainer and all engines' workers with nccl)
+            generator = start_engines(
+                make, cfg.generators, layout, weight_transfer=cfg.weight_transfer,
+                trainer_device=s.device,
+            )  # fmt: skip
         evaluator = generator
     generator = with_length_control(cfg, generator, s.tokenizer, cfg.seed + 3)
     evaluator = (
@@ -247,7 +331,10 @@ def make_rollouts(
     broadcasts each batch to the others (:class:`recipe.distributed.RankRollouts`)."""
     if ranks.active:
         inner = make_rollouts(cfg, generator, pool, prompt_ids, first_step) if ranks.main else None
-        return distributed.RankRollouts(inner, ranks)
+        k = cfg.max_lag if cfg.mode == "ppo-off-policy" else 1
+        return distributed.RankRollouts(
+            inner, ranks, functools.partial(takes_weights, k=k, steps=cfg.steps)
+        )
     if cfg.mode == "pipeline":
         return PipelineRollouts(
             generator, pool, prompt_ids, cfg, cfg.max_lag,

@@ -4,44 +4,61 @@
     python -m recipe.train --config recipe/configs/cpu_demo.yaml --out runs/cpu_demo --resume
     torchrun --standalone --nproc-per-node 2 -m recipe.train --config ... --out ...  # FSDP2
 
-With torchrun the same loop runs on every rank (recipe/distributed.py: rank 0 generates,
-evaluates and logs; the update is sharded).
+One step, as :func:`run`'s loop takes it:
 
-One step: draw 32 prompts from the pool, sample 16 completions each with the generator, score
-them with the task's reward (recipe/tasks), drop zero-variance prompts, compute advantages, take
-``updates_per_batch`` AdamW steps on the policy loss (default 1: the whole batch; more: PPO-style
-minibatches of its prompt groups, each update with its minibatch's aggregation denominators;
-each accumulated over ``micro_batch_size`` completions at a time), push the new weights to the
-generator. A step is one generated batch whatever ``updates_per_batch`` is: ``steps``, the
-learning-rate warm-up, the policy version (advanced once per batch, after its last update) and
-the lag bound count batches; ``optimizer_updates`` in the log counts AdamW steps. The
-model sits on ``device`` with FP32 master weights; ``dtype`` is the body's autocast precision
-(recipe/forward.py). Setup, engines, the log and checkpoints are in recipe/run.py; the command
-line in recipe/cli.py. Where the batch comes from depends on
-``mode`` (see recipe/pipeline.py): ``sync`` generates it right then; ``ppo-off-policy``
-generates ``max_lag`` batches with frozen weights every ``max_lag`` steps; ``pipeline``
-(PipelineRL-k) takes it from a queue that a background producer fills while the trainer trains,
-with tokens at most ``max_lag`` policy versions old. ``generator`` picks the engine: ``torch``
-(in-process sampler) or ``vllm`` (recipe/generate_vllm.py; the pipeline pushes weights into the
-running engine mid-generation). Evaluation (mean@n pass rate on the held-out
-set, and per class as ``val_pass_rate/<class>`` when the task has ``prompt_class``) runs every
-``eval_every`` steps and at step 0.
+1. **Rollouts** (``rollouts.next_batch``): 32 prompts from the pool, 16 completions each, with
+   every token's log-probability and policy version from the generator. Where they come from
+   depends on ``mode`` (recipe/pipeline.py): ``sync`` generates them right then;
+   ``ppo-off-policy`` generates ``max_lag`` batches with frozen weights every ``max_lag`` steps;
+   ``pipeline`` (PipelineRL-k) takes them from a queue that a background producer fills while
+   the trainer trains, with tokens at most ``max_lag`` policy versions old. ``generator`` picks
+   the engine: ``torch`` (the in-process sampler) or ``vllm`` (recipe/generate_vllm.py).
+2. **Scores and advantages** (:func:`train_step`): the task's reward of each completion
+   (recipe/tasks), the zero-variance filter, the group-baseline advantages.
+3. **Updates** (:func:`update`): ``updates_per_batch`` AdamW steps (default 1: the whole batch;
+   more: PPO-style minibatches of its prompt groups), each on the policy loss
+   (recipe/loss.py) with its minibatch's aggregation denominators, accumulated over
+   ``micro_batch_size`` completions at a time.
+4. **Weight push** (``rollouts.push``): the new weights to the generator, on the steps whose
+   weights it uses (every step in sync and pipeline modes, a round's last in PPO-off-policy).
+
+A step is one generated batch whatever ``updates_per_batch`` is: ``steps``, the learning-rate
+warm-up, the policy version (advanced once per batch, after its last update) and the lag bound
+count batches; ``optimizer_updates`` in the log counts AdamW steps. The model sits on ``device``
+with FP32 master weights; ``dtype`` is the body's autocast precision (recipe/forward.py).
+Evaluation (mean@n pass rate on the held-out set, and per class as ``val_pass_rate/<class>``
+when the task has ``prompt_class``) runs every ``eval_every`` steps and at step 0. Setup,
+engines, the log and checkpoints are in recipe/run.py; the command line in recipe/cli.py.
+
+With torchrun the same loop runs on every rank; what differs per rank is behind two calls of
+recipe/distributed.py: :func:`~recipe.distributed.micro_batches` (this rank's share of an update)
+and :func:`~recipe.distributed.reduce_stats` (an update's diagnostics over all ranks). Rank 0
+generates, evaluates and logs; a push streams the sharded weights one parameter at a time
+(:func:`~recipe.distributed.model_weights`).
 
 Output in ``--out``: ``config.yaml`` (the resolved config), ``log.jsonl`` (one JSON object per
 line: ``kind`` = "train" per step, "eval" per evaluation), ``checkpoint.pt`` (for ``--resume``),
 ``init/`` (the warm-up model when no ``init`` is given) and ``final/`` (the trained model, a
 Hugging Face folder).
 
-Compute accounting: ``wall_seconds`` counts the training steps' wall-clock time (generation,
-scoring, update, weight push), not evaluation or checkpoint I/O, so the evaluation frequency does
-not shift the compute axis; ``gpu_hours = wall_seconds / 3600 * devices`` (``devices`` = the
-config's ``devices``, 1 on CPU, plus one per further torchrun rank), the same in every mode: with
-``devices: 2`` (a trainer and a generator device) sync and PPO-off-policy runs are charged for
-the generator's device while it waits for the update, as PipelineRL runs are for the time its
-trainer or generator waits, which is what makes their ``gpu_hours`` comparable; ``flops`` is
-the cumulative 6 x parameters x trained tokens + 2 x parameters x generated tokens.
-After ``--resume`` the counter continues from the checkpoint's value: the time lost between the
-checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
+Compute accounting, in every row:
+
+- ``gpu_hours`` = ``wall_seconds`` / 3600 x the devices in use. ``wall_seconds`` counts the
+  training steps' wall-clock time (generation, scoring, update, weight push), not evaluation,
+  checkpoints or start-up, so the evaluation frequency does not shift this axis. The devices in
+  use are one per trainer rank plus one per vLLM engine on a GPU of its own (counted already),
+  times nothing else: the config's ``devices`` (default 1) is for devices a one-rank run uses
+  that the trainer cannot see. They are charged for the whole step in every mode, idle or not
+  (a generator waiting for the update in sync and PPO-off-policy, a trainer waiting for data in
+  PipelineRL), which is what makes modes comparable on the hardware they hold.
+- ``allocated_gpu_hours`` = every GPU the job holds (all GPUs visible to it on every node; on
+  CPU the devices in use) x the wall-clock time since each process started, summed over the
+  run's processes (a ``--resume`` continues from the last row the killed process wrote): the
+  bill, start-up, evaluation, checkpoints and idle GPUs included. Always >= ``gpu_hours``.
+- ``flops`` = the cumulative 6 x parameters x trained tokens + 2 x parameters x generated tokens.
+
+After ``--resume`` ``wall_seconds`` continues from the checkpoint's value: the time lost between
+the checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
 """
 
 from __future__ import annotations
@@ -55,7 +72,7 @@ import torch
 from tqdm import tqdm
 
 from recipe import config as config_mod
-from recipe import distributed
+from recipe import distributed, versions
 from recipe.advantages import advantages, zero_variance_keep
 from recipe.config import Config, ConfigError
 from recipe.curriculum import PromptPool
@@ -63,16 +80,18 @@ from recipe.forward import completion_logprobs, resolve_device, right_pad
 from recipe.generate import Completion
 from recipe.loss import policy_loss, token_weights
 from recipe.model import save_policy
-from recipe.pipeline import Batch, SharedPool, version_stats
+from recipe.pipeline import Batch, SharedPool, push, version_stats
 from recipe.run import (
+    Bill,
     Log,
     NullLog,
     checkpoint,
-    devices_in_use,
     flops,
+    launch_layout,
     make_generators,
     make_optimizer,
     make_rollouts,
+    previous_bill,
     restore,
     setup,
     shard,
@@ -98,6 +117,15 @@ def loss_mask(c: Completion) -> list[float]:
     return mask
 
 
+def entropy(flat: list[Completion]) -> float:
+    """Monte Carlo entropy estimate: the mean of -log pi_gen over the sampled tokens (free; the
+    trainer's forward pass only sees the completions that survive the filter). Tokens forced by
+    length control are left out: they were not sampled and carry a log-prob of 0."""
+    total = sum(sum(lp for lp, on in zip(c.logprobs, loss_mask(c), strict=True) if on)
+                for c in flat)  # fmt: skip
+    return -total / max(1, sum(int(sum(loss_mask(c))) for c in flat))
+
+
 @dataclass
 class Kept:
     """The completions that survived the filter, in batch order, with what an update needs."""
@@ -109,6 +137,7 @@ class Kept:
     masks: list[list[float]]  # loss masks (:func:`loss_mask`)
     adv: torch.Tensor  # (n,) advantages, on the trainer's device
     groups: torch.Tensor  # (n,) prompt group of each, on the trainer's device
+    kv_versions: list[int | None]  # Completion.kv_version: the oldest weights behind its KV
 
 
 def minibatches(groups: torch.Tensor, updates: int, seed: int) -> list[list[int]]:
@@ -130,34 +159,81 @@ def minibatches(groups: torch.Tensor, updates: int, seed: int) -> list[list[int]
     return parts
 
 
+@dataclass
+class UpdateStats:
+    """One update's diagnostics, summed over its micro-batches (and over the ranks by
+    :func:`recipe.distributed.reduce_stats`): the per-token ones are weighted by ``tokens``."""
+
+    SUMS = ("loss", "tokens", "clip", "zero_grad", "rho")  # summed over ranks
+    MAXIMA = ("rho_max", "gap_max")  # maxed over ranks (None where no rank has one)
+
+    loss: float = 0.0  # the micro-batches' losses (each weighted by the whole minibatch)
+    tokens: float = 0.0  # loss tokens
+    clip: float = 0.0  # ... of which clipped or truncated (x their count: a sum)
+    zero_grad: float = 0.0  # ... of which the clip left without a gradient
+    rho: float = 0.0  # sum of pi_train / pi_gen over the loss tokens
+    rho_max: float | None = None
+    gap_max: float | None = None  # max |log pi_train - log pi_gen| on fresh completions
+    finite: bool = True  # no micro-batch's loss was NaN or inf (on any rank)
+    grad_norm: float | None = None
+    stepped: bool = False  # AdamW stepped
+
+    def add(self, loss: float, diag: dict, tokens: float) -> None:
+        self.loss += loss
+        if tokens:
+            self.tokens += tokens
+            self.clip += diag["clip_fraction"] * tokens
+            self.zero_grad += diag["zero_grad_fraction"] * tokens
+            self.rho += diag["rho_mean"] * tokens
+            self.rho_max = max(diag["rho_max"], self.rho_max or diag["rho_max"])
+
+    def add_gap(self, gap: float | None) -> None:
+        if gap is not None:
+            self.gap_max = max(gap, self.gap_max or 0.0)
+
+
+def fresh_gap(logp_train, logp_gen, mask, versions, kv_versions, version: int) -> float | None:
+    """max |log pi_train - log pi_gen| over the tokens of completions that the trainer's own
+    ``version`` sampled entirely, KV cache included: no policy change and no stale KV, so
+    anything here is numerics (what the FP32 head controls). Mixed completions are left out:
+    after an in-flight push their tokens come from new weights over KV of old ones, which the
+    trainer never sees; so are those that waited in vLLM's queue across a push (their prompt KV
+    may be the old weights', ``kv_version``)."""
+    fresh = right_pad(
+        [[set(v) == {version} and kv in (None, version)] * len(v)
+         for v, kv in zip(versions, kv_versions, strict=True)],
+        logp_train.shape[1], device=logp_train.device,
+    )  # fmt: skip
+    gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
+    return gap.max().item() if gap.numel() else None
+
+
 def update(
     cfg: Config, s, optimizer, kept: Kept, pos: list[int], *, version: int, measure_gap: bool
-) -> dict:
-    """One optimizer update on the kept completions at ``pos`` with their own aggregation
-    denominators, accumulated over ``micro_batch_size`` completions at a time (with several
-    ranks: this rank's prompt groups). Returns its sums, which :func:`merge_updates` combines.
+) -> UpdateStats:
+    """One AdamW step on the kept completions at ``pos``, with their own aggregation
+    denominators, accumulated over ``micro_batch_size`` completions at a time.
 
     ``version``: the policy version the batch's fresh completions come from; ``measure_gap``:
     the trainer still holds that version (the first update of a batch).
     """
-    model, device, ranks = s.model, s.device, s.ranks
+    device, ranks = s.device, s.ranks
     groups = kept.groups[torch.tensor(pos, device=device)]
     width = max(1, max(len(kept.masks[p]) for p in pos))
     # the minibatch's aggregation weights: every micro-batch divides by its global counts
     weights = token_weights(
         right_pad([kept.masks[p] for p in pos], width, device=device), groups, cfg.aggregation
     )
-    mb_size = cfg.micro_batch_size or len(pos)
+    stats = UpdateStats()
     optimizer.zero_grad(set_to_none=True)
-    out = {"loss": 0.0, "tokens": 0.0, "clip": 0.0, "zero_grad": 0.0, "rho": 0.0,
-           "rho_max": None, "gap_max": None, "finite": True}  # fmt: skip
+    # this rank's micro-batches (with several ranks: its prompt groups; scale 0: a padding one)
     for local, scale in distributed.micro_batches(
-        list(range(len(pos))), groups.tolist(), mb_size, ranks
+        list(range(len(pos))), groups.tolist(), cfg.micro_batch_size or len(pos), ranks
     ):
         mb = [pos[i] for i in local]
         at = torch.tensor(local, device=device)
         logp_train, _ = completion_logprobs(
-            model, [kept.prompts[k] for k in mb], [kept.tokens[k] for k in mb],
+            s.model, [kept.prompts[k] for k in mb], [kept.tokens[k] for k in mb],
             fp32_head=cfg.fp32_head, temperature=cfg.temperature, pad_id=s.tokenizer.pad_token_id,
             dtype=cfg.dtype, chunk=cfg.logprob_chunk,
         )  # fmt: skip
@@ -169,79 +245,53 @@ def update(
             groups[at], aggregation=cfg.aggregation, eps_max=cfg.eps_max, eps_low=cfg.eps_low,
             eps_high=cfg.eps_high, weights=weights[at, :w] * scale,
         )  # fmt: skip
-        if not torch.isfinite(loss):
-            out["finite"] = False  # a NaN/inf loss must never reach the weights (nor AdamW's)
+        if not distributed.backward(loss, ranks):
+            stats.finite = False  # a NaN/inf loss must never reach the weights (nor AdamW's)
             if not ranks.active:
-                break
-            # the other ranks' backward waits on this one's: go on, the gradients are dropped
-        loss.backward()
-        out["loss"] += loss.item()
-        n_on = float(mask.sum()) * scale
-        if n_on:
-            out["tokens"] += n_on
-            out["clip"] += diag["clip_fraction"] * n_on
-            out["zero_grad"] += diag["zero_grad_fraction"] * n_on
-            out["rho"] += diag["rho_mean"] * n_on
-            out["rho_max"] = max(diag["rho_max"], out["rho_max"] or diag["rho_max"])
+                break  # (several ranks: the backward ran anyway, the others' waits on it)
+        stats.add(loss.item(), diag, tokens=float(mask.sum()) * scale)
         if measure_gap and scale:
-            # generator/trainer mismatch on completions sampled entirely by the trainer's own
-            # version: no policy change, no stale KV, so anything here is numerics (what the
-            # FP32 head controls). Mixed completions are excluded: after an in-flight push their
-            # tokens come from new weights over KV of old ones, which the trainer never sees.
-            fresh = right_pad(
-                [[set(kept.versions[k]) == {version}] * len(kept.versions[k]) for k in mb],
-                w, device=device,
-            )  # fmt: skip
-            gap = (logp_train.detach() - logp_gen).abs()[(fresh * mask) > 0]
-            if gap.numel():
-                out["gap_max"] = max(gap.max().item(), out["gap_max"] or 0.0)
-    if ranks.active:  # the whole minibatch's sums
-        sums = distributed.all_sum(
-            [out[k] for k in ("loss", "tokens", "clip", "zero_grad", "rho")]
-            + [float(not out["finite"])], ranks,
-        )  # fmt: skip
-        *values, n_bad = sums
-        out.update(zip(("loss", "tokens", "clip", "zero_grad", "rho"), values, strict=True))
-        out["finite"] = n_bad == 0
-        out["rho_max"] = distributed.all_max_optional(out["rho_max"], ranks)
-        out["gap_max"] = distributed.all_max_optional(out["gap_max"], ranks)
-    out["grad_norm"], out["stepped"] = None, False
-    if out["finite"]:
+            stats.add_gap(fresh_gap(
+                logp_train, logp_gen, mask, [kept.versions[k] for k in mb],
+                [kept.kv_versions[k] for k in mb], version,
+            ))  # fmt: skip
+    stats = distributed.reduce_stats(stats, ranks)  # the whole minibatch's, on every rank
+    if stats.finite:
         clip = cfg.grad_clip if cfg.grad_clip > 0 else float("inf")
-        norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(model.parameters(), clip))
-        out["grad_norm"] = norm.item()
+        norm = distributed.local_value(torch.nn.utils.clip_grad_norm_(s.model.parameters(), clip))
+        stats.grad_norm = norm.item()
         if torch.isfinite(norm):
             optimizer.step()
-            out["stepped"] = True
+            stats.stepped = True
     optimizer.zero_grad(set_to_none=True)
-    return out
+    return stats
 
 
-def merge_updates(parts: list[dict]) -> dict:
-    """A batch's log fields from its updates' sums: ratio statistics over the tokens of every
-    update with a finite loss, loss and gradient norm averaged over those updates, the
-    logprob mismatch of the first update."""
-    good = [p for p in parts if p["finite"]]
+def merge_updates(parts: list[UpdateStats]) -> dict:
+    """A batch's log fields from its updates: ratio statistics over the tokens of every update
+    with a finite loss, loss and gradient norm averaged over those updates, the logprob
+    mismatch of the first update."""
+    good = [p for p in parts if p.finite]
     row = {
-        "updates": sum(p["stepped"] for p in parts),
-        "updated": any(p["stepped"] for p in parts),
-        "skipped_update": not all(p["stepped"] for p in parts),
-        "fresh_logprob_mismatch": parts[0]["gap_max"] if parts[0]["finite"] else None,
+        "updates": sum(p.stepped for p in parts),
+        "updated": any(p.stepped for p in parts),
+        "skipped_update": not all(p.stepped for p in parts),
+        "fresh_logprob_mismatch": parts[0].gap_max if parts[0].finite else None,
     }
     if not good:
         return row
-    tokens = sum(p["tokens"] for p in good)
-    rho_max = [p["rho_max"] for p in good if p["rho_max"] is not None]
+    tokens = sum(p.tokens for p in good)
+    rho_max = [p.rho_max for p in good if p.rho_max is not None]
     row.update(
-        loss=sum(p["loss"] for p in good) / len(good),
-        grad_norm=sum(p["grad_norm"] for p in good) / len(good),
+        loss=sum(p.loss for p in good) / len(good),
+        grad_norm=sum(p.grad_norm for p in good) / len(good),
         rho_max=max(rho_max) if rho_max else None,
     )
     if tokens:
         row.update(
-            clip_fraction=sum(p["clip"] for p in good) / tokens,
-            zero_grad_fraction=sum(p["zero_grad"] for p in good) / tokens,
-            rho_mean=sum(p["rho"] for p in good) / tokens,
+            clip_fraction=sum(p.clip for p in good) / tokens,
+            zero_grad_fraction=sum(p.zero_grad for p in good) / tokens,
+            rho_mean=sum(p.rho for p in good) / tokens,
         )
     return row
 
@@ -273,9 +323,7 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
         "samples": len(flat),
         "tokens": n_tokens,
         "train_reward": rewards.mean().item(),
-        # Monte Carlo entropy estimate: mean of -log pi_gen over all sampled tokens (free; the
-        # trainer's forward pass only sees the completions that survive the filter)
-        "entropy": -sum(sum(c.logprobs) for c in flat) / max(1, n_tokens),
+        "entropy": entropy(flat),
         "truncation_fraction": sum(c.truncated for c in flat) / len(flat),
         "interrupted_fraction": sum(c.forced is not None for c in flat) / len(flat),
         "prompts_filtered": len(idx) - len(group_ids[keep].unique()),
@@ -306,7 +354,7 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
         prompts=prompts, tokens=[flat[k].tokens for k in at],
         logp_gen=[flat[k].logprobs for k in at], versions=[flat[k].versions for k in at],
         masks=[loss_mask(flat[k]) for k in at], adv=adv.to(s.device),
-        groups=group_ids[keep].to(s.device),
+        groups=group_ids[keep].to(s.device), kv_versions=[flat[k].kv_version for k in at],
     )  # fmt: skip
     # what the forward and backward process (each kept completion once, in one minibatch)
     row["trained_tokens"] = sum(len(p) + len(t) for p, t in zip(prompts, kept.tokens, strict=True))
@@ -344,6 +392,62 @@ def evaluate(cfg: Config, evaluator, s, step: int) -> tuple[float, dict[str, flo
     return rate, {k: by_class[k][0] / by_class[k][1] for k in sorted(by_class)}
 
 
+def eval_row(cfg: Config, s, evaluator, step: int, *, holds_weights: bool, counts: dict) -> dict:
+    """The evaluation at ``step`` as a log row (rank 0; ``{}`` on the others).
+
+    The evaluator first takes the trainer's weights (every rank joins the gathers) unless it
+    ``holds_weights``: vLLM evaluates on the rollout engine, which holds them when this step's
+    push brought them (or at step 0). The torch sampler always takes them (one process: it shares
+    the trainer's model, so only its version changes). ``counts``: the accounting columns.
+    """
+    if not holds_weights:
+        weights = distributed.model_weights(s.model, s.ranks)
+        if evaluator is not None:
+            push(evaluator, weights, version=step)
+        weights.drain()
+    if not s.ranks.main:
+        return {}
+    rate, by_class = evaluate(cfg, evaluator, s, step)
+    return {
+        "kind": "eval", "step": step, **counts, "val_pass_rate": rate,
+        "val_prompts": len(s.val_ids), "val_samples_per_prompt": cfg.val_samples_per_prompt,
+        # flat columns (val_pass_rate/carries_0 ...): read_log(..., reward=<one>) fits a class
+        **{f"val_pass_rate/{k}": v for k, v in by_class.items()},
+    }  # fmt: skip
+
+
+@dataclass
+class Progress:
+    """The run's counters (checkpointed; ``--resume`` continues them)."""
+
+    step: int = 0
+    wall_seconds: float = 0.0  # the training steps' wall-clock time
+    samples_total: int = 0
+    tokens_total: int = 0
+    flops_total: float = 0.0
+    updates_total: int = 0
+
+    @classmethod
+    def from_checkpoint(cls, state: dict | None) -> Progress:
+        if state is None:
+            return cls()
+        return cls(
+            step=state["step"], wall_seconds=state["wall_seconds"],
+            samples_total=state["samples_total"], tokens_total=state["tokens_total"],
+            flops_total=state.get("flops_total", 0.0),  # absent in checkpoints before the key
+            # absent before updates_per_batch: one update per step then (skipped ones aside)
+            updates_total=state.get("updates_total", state["step"]),
+        )  # fmt: skip
+
+    def add(self, step: int, seconds: float, row: dict, parameters: int) -> None:
+        self.step = step
+        self.wall_seconds += seconds
+        self.samples_total += row["samples"]
+        self.tokens_total += row["tokens"]
+        self.flops_total += flops(parameters, row["trained_tokens"], row["tokens"])
+        self.updates_total += row["updates"]
+
+
 def close_engines(generator, evaluator) -> None:
     """Close the rollout engine and the evaluator (the same object with vLLM)."""
     if generator is not None:
@@ -363,6 +467,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     log_path, ckpt_path = out / "log.jsonl", out / "checkpoint.pt"
     if not resume and log_path.exists() and log_path.stat().st_size > 0:
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
+    # torch (and vLLM) in the supported ranges, before any rank joins a collective
+    versions.check(vllm=cfg.generator == "vllm", sharded=distributed.launched_ranks() > 1)
     # torchrun's ranks, or one process; a rank stuck dist_timeout seconds fails the job
     ranks = distributed.init(resolve_device(cfg.device), timeout=cfg.dist_timeout)
     distributed.barrier(ranks)  # every rank has checked the log before rank 0 writes
@@ -373,6 +479,7 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         warnings.warn(f"config: {note}", UserWarning, stacklevel=2)
 
     s = setup(cfg, out, ranks)  # task, model (FP32 master weights), tokenizer, prompts
+    layout = launch_layout(cfg, ranks, s.device)  # engines' GPUs, devices used and held
     pool = SharedPool(
         PromptPool(
             len(s.train_prompts), cfg.seed, cfg.positive_threshold,
@@ -383,95 +490,78 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     )  # fmt: skip
     max_len = max(map(len, s.train_ids + s.val_ids)) + cfg.max_new_tokens
     generator, evaluator = make_generators(cfg, s, max_len)  # rank 0's (None elsewhere)
+    rollouts, log = None, NullLog()
     try:  # the engines run processes (the pipeline's sampler, vLLM): stop them on any error
         shard(cfg, s)  # FSDP2 over the ranks; nothing with one process
         optimizer = make_optimizer(cfg, s.model)
         rng = getattr(generator, "rng", None)  # vLLM samples with its own seeded engine
-        devices = devices_in_use(cfg, ranks, s.device)  # trainer ranks + engines' own GPUs
 
         # model and AdamW state restored in place (sharded: each rank reads its own shards)
         state = restore(ckpt_path, s.model, optimizer, ranks) if resume else None
-        start, wall, samples_total, tokens_total, flops_total = 0, 0.0, 0, 0, 0.0
-        updates_total = 0
+        progress = Progress.from_checkpoint(state)
+        bill = Bill(layout.held, previous_bill(log_path, state) if ranks.main else 0.0)
         if state is not None:
             pool.load_state_dict(state["pool"])
-            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
+            weights = distributed.model_weights(s.model, ranks)  # all ranks take part
             if generator is not None:
                 generator.push_weights(weights, version=state["step"])
+            weights.drain()
             if rng is not None and state["sampler_rng"] is not None:
                 rng.set_state(state["sampler_rng"].cpu())
-            start, wall = state["step"], state["wall_seconds"]
-            samples_total, tokens_total = state["samples_total"], state["tokens_total"]
-            flops_total = state.get("flops_total", 0.0)  # absent in checkpoints before the key
-            # absent before updates_per_batch: one update per step then (skipped ones aside)
-            updates_total = state.get("updates_total", state["step"])
-        keep = state["log_bytes"] if state is not None else None
-        log = Log(log_path, keep_bytes=keep) if ranks.main else NullLog()  # rank 0's log only
-    except BaseException:
-        close_engines(generator, evaluator)
-        raise
+        if ranks.main:  # rank 0's log only (truncated to the checkpoint on --resume)
+            log = Log(log_path, keep_bytes=state["log_bytes"] if state is not None else None)
 
-    def eval_row(step: int) -> dict:
-        if cfg.generator == "vllm":  # vLLM evaluates through the rollout engine: load its weights
-            if rollouts is not None:
-                rollouts.sync()
-        else:  # the torch evaluator samples from the trainer's own model: only the version
-            weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
-            if evaluator is not None:
-                evaluator.push_weights(weights, version=step)
-        if not ranks.main:
-            return {}
-        rate, by_class = evaluate(cfg, evaluator, s, step)
-        return {
-            "kind": "eval", "step": step, "gpu_hours": wall / 3600 * devices,
-            "flops": flops_total,
-            "wall_seconds": wall, "val_pass_rate": rate, "val_prompts": len(s.val_ids),
-            "val_samples_per_prompt": cfg.val_samples_per_prompt,
-            # flat columns (val_pass_rate/carries_0 ...): read_log(..., reward=<one>) fits a class
-            **{f"val_pass_rate/{k}": v for k, v in by_class.items()},
-        }  # fmt: skip
+        def counts() -> dict:  # the compute axes of a log row
+            return {
+                "gpu_hours": progress.wall_seconds / 3600 * layout.in_use,
+                "allocated_gpu_hours": bill.hours(), "wall_seconds": progress.wall_seconds,
+                "flops": progress.flops_total,
+            }  # fmt: skip
 
-    rollouts = None
-    try:
-        if start == 0:
-            log.write(eval_row(0))
+        if progress.step == 0:
+            # vLLM evaluates on the rollout engine, started from the initial weights
+            log.write(eval_row(cfg, s, evaluator, 0, holds_weights=cfg.generator == "vllm",
+                               counts=counts()))  # fmt: skip
+        start = progress.step
         rollouts = make_rollouts(cfg, generator, pool, s.train_ids, start + 1, ranks)
-        bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", disable=None if ranks.main else True,
-                   initial=start, total=cfg.steps)  # fmt: skip
+        bar = tqdm(range(start + 1, cfg.steps + 1), desc="rl", initial=start,
+                   total=cfg.steps, disable=None if ranks.main else True)  # fmt: skip
         for step in bar:
             t0 = time.perf_counter()
             gen_idle0, waited0 = rollouts.generator_idle.seconds(), rollouts.trainer_wait
-            batch = rollouts.next_batch(step)  # raises GeneratorFailed if the generator died
+            # 1. this step's prompts and completions (GeneratorFailed if the generator died)
+            batch = rollouts.next_batch(step)
+            # 2-3. rewards, filter, advantages; updates_per_batch AdamW steps
             row = train_step(cfg, s, batch, optimizer, pool, step)
-            # the full weights (a collective with several ranks); a failed push raises: stop
-            rollouts.push(distributed.full_state_dict(s.model, ranks), version=step)
+            # 4. the new weights to the generator, on steps whose weights it uses (several
+            # ranks: each parameter gathered as it is sent); a failed push raises: stop
+            if rollouts.takes_weights(step):
+                rollouts.push(distributed.model_weights(s.model, ranks), version=step)
             elapsed = time.perf_counter() - t0
-            wall += elapsed
-            samples_total += row["samples"]
-            tokens_total += row["tokens"]
-            flops_total += flops(s.parameters, row["trained_tokens"], row["tokens"])
-            updates_total += row["updates"]
+            progress.add(step, elapsed, row, s.parameters)
             log.write({
-                "kind": "train", "step": step, "gpu_hours": wall / 3600 * devices,
-                "wall_seconds": wall, "flops": flops_total, **row,
+                "kind": "train", "step": step, **counts(), **row,
                 "generator_idle_fraction":
                     min(1.0, (rollouts.generator_idle.seconds() - gen_idle0) / elapsed),
                 "trainer_idle_fraction": (rollouts.trainer_wait - waited0) / elapsed,
-                "samples_total": samples_total, "tokens_total": tokens_total,
-                "optimizer_updates": updates_total,
+                "samples_total": progress.samples_total, "tokens_total": progress.tokens_total,
+                "optimizer_updates": progress.updates_total,
             })  # fmt: skip
             if step % cfg.eval_every == 0 or step == cfg.steps:
                 rollouts.hold()  # the pipeline's producer starts no new batch meanwhile
-                ev = eval_row(step)
+                holds = cfg.generator == "vllm" and rollouts.takes_weights(step)
+                ev = eval_row(cfg, s, evaluator, step, holds_weights=holds, counts=counts())
                 rollouts.release()
                 log.write(ev)
                 if ranks.main:
                     bar.set_postfix(val=f"{ev['val_pass_rate']:.3f}")
             if step % cfg.checkpoint_every == 0 or step == cfg.steps:
                 checkpoint(ckpt_path, {
-                    "step": step, "wall_seconds": wall, "samples_total": samples_total,
-                    "tokens_total": tokens_total, "flops_total": flops_total,
-                    "updates_total": updates_total, "log_bytes": log.sync(),
+                    "step": step, "wall_seconds": progress.wall_seconds,
+                    "samples_total": progress.samples_total,
+                    "tokens_total": progress.tokens_total, "flops_total": progress.flops_total,
+                    "updates_total": progress.updates_total,
+                    "allocated_gpu_hours": bill.hours(), "log_bytes": log.sync(),
                     "pool": pool.state_dict(),
                     "sampler_rng": rng.get_state() if rng is not None else None,
                 }, s.model, optimizer, ranks)  # fmt: skip
@@ -481,9 +571,6 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
             if ranks.main:
                 save_policy(s.model, s.tokenizer, out / "final", state_dict=weights)
-        # no rank tears the process group down while rank 0 still writes (a rank 1 that left
-        # early aborted once in gloo's teardown: "terminate called without an active exception")
-        distributed.barrier(ranks)
     finally:
         if rollouts is not None:
             rollouts.close()

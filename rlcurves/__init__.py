@@ -5,7 +5,8 @@ A, an efficiency exponent B and a midpoint compute C_mid. Fit it early, forecast
 recipe variants by A and B.
 """
 
-from . import datasets
+from . import _warmup, datasets
+from ._warmup import warm_up
 from .backtest import Backtest, backtest
 from .bayes import Posterior, Prior
 from .bootstrap import BootstrapResult
@@ -25,6 +26,9 @@ from .runs import RunsFit, fit_runs, paired_differences, shared_compute
 from .target import ComputeTarget
 
 __version__ = "0.1.0"
+
+# a fresh install's first fit compiles the numba kernels (seconds): say so before it happens
+_warmup.notice_if_cold()
 
 __all__ = [
     "Backtest",
@@ -68,4 +72,5 @@ __all__ = [
     "read_wandb_run",
     "shared_compute",
     "sigmoid",
+    "warm_up",
 ]

@@ -1,29 +1,40 @@
-"""Forecast intervals calibrated on finished runs (split-conformal at the level of runs).
+"""Forecast intervals calibrated on finished runs: misspecification in reward units, runs as the
+exchangeable units, split-conformal on top.
 
-A bootstrap of one run's residuals cannot see what happens past its fit window: slow drift, a
-plateau below the fitted ceiling, a sag. That information has to come from other runs. For each
-finished run and each fit fraction ``f`` we fit the first ``f`` of its compute, forecast the mean
-of its last ``n_eval`` evaluations, and score
+A bootstrap of one run's residuals cannot see what happens past its fit window: slow creep, a
+plateau below the fitted ceiling, a sag. That has to come from other runs. For each finished run
+and each fit fraction ``f`` (20%, 30%, ..., 80% of its compute) we fit the first ``f``, forecast
+the run's **level** at its end (the mean of its evaluations over the last 10% of compute; the
+model-averaged forecast of :mod:`rlcurves.ensemble`) and record the error and the parts of the
+predictive variance
 
-    score = |forecast - observed| / scale,
-    scale^2 = sd_fit^2 + noise_sd^2 / n_eval + noise_sd^2 * d,
+    V = fit_var + mix_var + noise_var + tau^2 * d,
 
-where ``sd_fit`` is the sd of the run's own AR(1) parametric bootstrap curves at the target,
-``noise_sd`` its residual sd (the evaluation noise of one point), and ``d`` the distance of the
-target past the fit window in natural-log compute (``max(0, ln(C / C_fit_max))``; the same unit for
-every run). The last term is the misspecification: a departure from the sigmoid that wanders like a
-random walk in log compute, in units of the run's own noise, has a variance that grows linearly with
-the distance (a term growing as ``d^2`` over-covered forecasts from a quarter of a run and
-under-covered those from three quarters on the corpus; see ``benchmarks/calibration.py``).
-The ``ceil((n + 1) * level)``-th smallest of the ``n`` scores, ``q``, makes ``forecast +- q *
-scale`` cover at least ``level`` of the time for runs exchangeable with the calibration runs.
-Scores of one run at several fractions are correlated; the quantile is taken over all scores
-(so ``n`` counts scores) and :class:`Calibration` reports the number of runs too.
+``fit_var`` the spread of the sigmoid's AR(1) bootstrap at the target, ``mix_var`` the spread of
+the sigmoid/power-law mixture (``w_s w_p (m_p - m_s)^2``), ``noise_var`` the noise of the level (a
+mean of ``k`` AR(1) evaluations with the run's residual sd and autocorrelation), and ``tau^2 d``
+the **misspecification in reward units**: ``d`` is the distance of the target past the fit
+window in natural-log compute (``max(0, ln(C / C_fit_max))``) and ``tau`` one number in reward
+units, fitted by maximum likelihood (Student t, 5 degrees of freedom, each run weighted
+equally) on the calibration runs. It does not shrink when a metric is more precise or smoothed
+(the old term, ``noise_sd^2 * d``, did: 58-72% coverage in those regimes). Its form: a departure
+from the fitted curves that wanders like a random walk in log compute; on the two bundled
+families the binned excess variance grows linearly in ``d`` and the linear form predicts the
+other family at least as well as ``sqrt(d)``, ``d^1.5`` or ``d^2``
+(``python -m benchmarks.calibration``, the misspecification table).
 
-The library ships the scores of the corpus in ``rlcurves/data/curves/`` (13 exports, 12 distinct
-verl runs of Qwen2.5-0.5B on GSM8K; see :func:`load_corpus`), recomputed by
-``python -m benchmarks.calibration --write-calibration``. ``calibrate(runs)`` recomputes them from
-a user's own finished runs; pass the result to :func:`rlcurves.forecast` (``calibration=``).
+The score is ``|error| / sqrt(V)``. **Runs are the exchangeable units**: a run's scores at its
+several fractions are correlated, so each run has weight 1, spread over its scores, and the
+conformal quantile at ``level`` is the smallest ``q`` with ``sum_runs F_run(q) / (n + 1) >=
+level`` (``n`` runs; the pooled-CDF rule of Dunn, Wasserman and Ramdas, 2022). Levels above
+``n / (n + 1)`` cannot be supported: the forecast is then ``unbounded`` and says so. The one
+evaluation interval has its own scores (the run's last evaluation against the combined curve,
+the level's noise replaced by one evaluation's).
+
+The library ships the records of the bundled corpus (:func:`load_corpus`: 12 GSM8K runs and 17
+MATH runs), recomputed by ``python -m benchmarks.calibration --write-calibration``.
+``calibrate(runs)`` recomputes them from a user's own finished runs; pass the result to
+:func:`rlcurves.forecast` (``calibration=``).
 """
 
 from __future__ import annotations
@@ -44,150 +55,307 @@ from .errors import RLCurvesError
 if TYPE_CHECKING:
     from .result import SigmoidFit
 
-FRACTIONS = (0.25, 0.5, 0.75)
-N_EVAL = 5
+FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 N_BOOT = 200
-CORPUS_NAME = "deepgrpo_gsm8k (12 verl runs, Qwen2.5-0.5B on GSM8K; rlcurves/data/curves)"
+# Student-t degrees of freedom of the likelihood tau is fitted by (real errors have heavy tails)
+NU = 5
+# Draws of a forecast's predictive distribution: probabilities near 0.05 resolved to ~0.004
+N_DRAWS = 4000
+CORPUS_NAME = "bundled corpus (12 GSM8K verl runs, 17 MATH GRPO runs)"
 _SHIPPED = "calibration_corpus.json"
-_CORPUS_FILES = ("deepgrpo_gsm8k_sweeps.csv", "deepgrpo_gsm8k_wallclock.csv")
+_RECORD_COLUMNS = (
+    "run",
+    "fraction",
+    "error",
+    "error_one",
+    "fit_var",
+    "mix_var",
+    "noise_var",
+    "noise_var_one",
+    "distance",
+    "noise_sd",
+    "n_fit",
+    "w_power_law",
+    "forecast",
+    "observed",
+)
+# family -> (files, step column, metric column, description)
+FAMILIES = {
+    "gsm8k": (
+        ("deepgrpo_gsm8k_sweeps.csv", "deepgrpo_gsm8k_wallclock.csv"),
+        "step",
+        "12 verl runs of Qwen2.5-0.5B-Instruct on GSM8K (github.com/befocuss/Deep-GRPO)",
+    ),
+    "math": (
+        ("cs336_grpo_math_qwen25math15b.csv",),
+        "x",
+        "17 GRPO runs of Qwen2.5-Math-1.5B on MATH (a CS336 assignment-5 solution)",
+    ),
+}
 
 
-def load_corpus() -> dict[str, pd.DataFrame]:
+def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
     """The bundled real-run corpus: one frame per distinct run (columns ``compute``, ``reward``).
 
-    Two W&B exports of verl runs (Qwen2.5-0.5B-Instruct RL on GSM8K, validation mean@1 every 5
-    steps) from github.com/befocuss/Deep-GRPO at commit 8e7df46e (the source is in each file's
-    header): nine settings of one sweep and four budget variants, one of which repeats a sweep
-    run and is kept once. Compute is the training step (constant batch); ``attrs`` names the
-    source file.
+    Two families of finished RL runs, each file with its source in its header:
+
+    - ``"gsm8k"``: two W&B exports of verl runs (Qwen2.5-0.5B-Instruct RL on GSM8K, validation
+      mean@1 every 5 steps, 365-898 evaluations) from github.com/befocuss/Deep-GRPO at commit
+      8e7df46e: nine settings of one sweep and four budget variants, one of which repeats a sweep
+      run and is kept once (12 runs).
+    - ``"math"``: GRPO runs of Qwen2.5-Math-1.5B on MATH (validation accuracy on 1,024 problems,
+      one sample each, every 5 steps; 21-41 evaluations) from a Stanford CS336 assignment-5
+      solution: a learning-rate sweep, clip and epoch variants, normalization ablations, a
+      400-step run, a run started from SFT and one that peaks and sags (17 runs).
+
+    Compute is the training step (constant batch). Each frame's ``attrs`` names its ``source``
+    file, ``name`` and ``family``.
+
+    Parameters
+    ----------
+    family : {"gsm8k", "math"}, optional
+        One family; default both (29 runs).
     """
+    if family is not None and family not in FAMILIES:
+        raise RLCurvesError(f"unknown family {family!r}; choose one of {list(FAMILIES)} or None")
     runs: dict[str, pd.DataFrame] = {}
-    for filename in _CORPUS_FILES:
-        with resources.files("rlcurves.data").joinpath("curves", filename).open("r") as fh:
-            df = pd.read_csv(fh, comment="#")
-        for name, g in df.groupby("run", sort=True):
-            if name in runs:
-                continue
-            g = g.sort_values("step")
-            frame = pd.DataFrame(
-                {
-                    "compute": g["step"].to_numpy(float),
-                    "reward": g["metric"].to_numpy(float),
-                }
-            )
-            frame.attrs.update(source=f"rlcurves/data/curves/{filename}", name=name)
-            runs[str(name)] = frame
+    for fam, (files, step, _) in FAMILIES.items():
+        if family is not None and fam != family:
+            continue
+        for filename in files:
+            with resources.files("rlcurves.data").joinpath("curves", filename).open("r") as fh:
+                df = pd.read_csv(fh, comment="#")
+            for name, g in df.groupby("run", sort=True):
+                if name in runs:
+                    continue
+                g = g.sort_values(step)
+                frame = pd.DataFrame(
+                    {
+                        "compute": g[step].to_numpy(float),
+                        "reward": g["metric"].to_numpy(float),
+                    }
+                )
+                frame.attrs.update(source=f"rlcurves/data/curves/{filename}", name=name, family=fam)
+                runs[str(name)] = frame
     return runs
+
+
+def misspecification_growth(d: np.ndarray) -> np.ndarray:
+    """``g(d)``: the misspecification variance per ``tau^2`` at distance ``d`` (log compute)."""
+    return np.maximum(np.asarray(d, dtype=float), 0.0)
+
+
+def _pooled_cdf(scores: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Sorted scores and the pooled run-level CDF at each: every run weighs 1 / (n_runs + 1),
+    spread over its scores."""
+    _, inv = np.unique(runs, return_inverse=True)
+    n = int(inv.max()) + 1 if inv.size else 0
+    w = 1.0 / (np.bincount(inv)[inv] * (n + 1.0))
+    order = np.argsort(scores, kind="stable")
+    return scores[order], np.cumsum(w[order]), n
+
+
+def fit_tau(records: pd.DataFrame, nu: float = NU, growth=None) -> float:
+    """Maximum-likelihood ``tau`` (reward units) of ``error ~ t_nu(0, V)`` over ``records``,
+    each run weighted equally (``growth``: another ``g(d)`` to try; default
+    :func:`misspecification_growth`)."""
+    from scipy.optimize import minimize_scalar
+
+    err = records["error"].to_numpy(float)
+    base = (records["fit_var"] + records["mix_var"] + records["noise_var"]).to_numpy(float)
+    base = np.maximum(base, 1e-16)
+    g = (growth or misspecification_growth)(records["distance"].to_numpy(float))
+    _, inv = np.unique(records["run"].to_numpy(), return_inverse=True)
+    weight = 1.0 / np.bincount(inv)[inv]
+
+    def nll(log_tau: float) -> float:
+        v = base + math.exp(2 * log_tau) * g
+        terms = 0.5 * np.log(v) + (nu + 1) / 2 * np.log1p(err**2 / (nu * v))
+        return float(np.sum(weight * terms))
+
+    best = minimize_scalar(nll, bounds=(math.log(1e-6), math.log(2.0)), method="bounded")
+    return float(math.exp(best.x))
 
 
 @dataclass(eq=False)
 class Calibration:
-    """Conformal scores of forecasts on finished runs, and the interval scale they imply.
+    """Forecast errors on finished runs, and the interval they imply (see the module docstring).
 
     Attributes
     ----------
-    scores : numpy.ndarray
-        ``|forecast - observed| / scale`` for every (run, fraction).
-    runs : numpy.ndarray
-        The run of every score.
+    records : pandas.DataFrame
+        One row per (run, fraction): ``run, fraction, error`` (observed level minus forecast),
+        ``error_one`` (the last evaluation minus the combined curve), the variance parts
+        ``fit_var, mix_var, noise_var, noise_var_one``, ``distance`` (log compute past the
+        window), ``noise_sd`` (residual sd), ``n_fit`` (evaluations fitted), ``w_power_law``,
+        ``forecast``, ``observed``.
     corpus : str
         What the runs were.
-    n_eval : int
-        Evaluations averaged at each run's end (the observed target).
     fractions : tuple of float
         Fit fractions scored.
+    tau : float
+        The misspecification scale in reward units (fitted on ``records``).
+    scores, scores_one : numpy.ndarray
+        ``|error| / sqrt(V)`` of the level and of one evaluation.
     """
 
-    scores: np.ndarray
-    runs: np.ndarray
+    records: pd.DataFrame
     corpus: str
-    n_eval: int = N_EVAL
     fractions: tuple[float, ...] = FRACTIONS
-    details: pd.DataFrame | None = field(default=None, repr=False)
+    tau: float = field(init=False)
+    scores: np.ndarray = field(init=False, repr=False)
+    scores_one: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        missing = set(_RECORD_COLUMNS) - set(self.records.columns)
+        if missing:
+            raise RLCurvesError(f"calibration records lack columns {sorted(missing)}")
+        if self.records.empty:
+            raise RLCurvesError("a calibration needs at least one scored run")
+        self.records = self.records.reset_index(drop=True)
+        self.tau = fit_tau(self.records)
+        r = self.records
+        self.scores = np.abs(r["error"].to_numpy(float)) / np.sqrt(self.variance(r))
+        self.scores_one = np.abs(r["error_one"].to_numpy(float)) / np.sqrt(
+            self.variance(r, one=True)
+        )
+        self._cdf = _pooled_cdf(self.scores, self.runs)
+        self._cdf_one = _pooled_cdf(self.scores_one, self.runs)
+
+    # ---- sizes and names -------------------------------------------------------------------
+    @property
+    def runs(self) -> np.ndarray:
+        """The run of every record."""
+        return self.records["run"].to_numpy()
 
     @property
     def n(self) -> int:
-        """Number of scores."""
-        return int(self.scores.size)
-
-    @property
-    def n_runs(self) -> int:
-        """Number of distinct runs."""
+        """Number of distinct runs (the exchangeable units)."""
         return int(np.unique(self.runs).size)
 
-    def quantile(self, level: float) -> float:
-        """The conformal multiplier at ``level``: the ``ceil((n+1) level)``-th smallest score.
+    n_runs = n
 
-        ``inf`` when there are too few scores for that level (the interval is then unbounded).
-        """
-        if not 0 < level < 1:
-            raise RLCurvesError(f"level must be in (0, 1), got {level}; e.g. 0.9 for 90%")
-        k = math.ceil((self.n + 1) * level)
-        if k > self.n:
-            return math.inf
-        return float(np.sort(self.scores)[k - 1])
+    @property
+    def n_scores(self) -> int:
+        """Number of scored forecasts (several per run)."""
+        return len(self.records)
 
-    def without(self, run) -> Calibration:
-        """The calibration with one run's scores left out (leave-one-run-out)."""
-        keep = self.runs != run
-        return Calibration(
-            self.scores[keep], self.runs[keep], self.corpus, self.n_eval, self.fractions
-        )
+    @property
+    def max_level(self) -> float:
+        """The highest level the calibration supports: ``n / (n + 1)``."""
+        return self.n / (self.n + 1.0)
 
     @property
     def name(self) -> str:
-        return f"{self.corpus}: {self.n} scores from {self.n_runs} runs"
+        return f"{self.corpus}: {self.n} runs ({self.n_scores} forecasts)"
 
+    # ---- the interval --------------------------------------------------------------------------
+    def variance(self, parts, one: bool = False) -> np.ndarray:
+        """The predictive variance ``V`` from its parts (a records frame or an Ensemble)."""
+        if isinstance(parts, pd.DataFrame):
+            noise = parts["noise_var_one"] if one else parts["noise_var"]
+            base = parts["fit_var"] + parts["mix_var"] + noise
+            d = parts["distance"]
+        else:
+            noise = parts.noise_var_one if one else parts.noise_var
+            base = parts.fit_var + parts.mix_var + noise
+            d = parts.distance
+        v = np.asarray(base, dtype=float) + self.tau**2 * misspecification_growth(d)
+        return np.maximum(v, 1e-16)
+
+    def quantile(self, level: float, one: bool = False) -> float:
+        """The multiplier at ``level``: the run-pooled conformal quantile of the scores,
+        interpolated linearly between scores; ``inf`` above :attr:`max_level`."""
+        if not 0 < level < 1:
+            raise RLCurvesError(f"level must be in (0, 1), got {level}; e.g. 0.9 for 90%")
+        s, cdf, _ = self._cdf_one if one else self._cdf
+        if level > cdf[-1] * (1 + 1e-12):
+            return math.inf
+        return float(np.interp(level, np.r_[0.0, cdf], np.r_[0.0, s]))
+
+    def multipliers(self, u: np.ndarray, one: bool = False) -> np.ndarray:
+        """The quantile function of ``|score|`` at probabilities ``u`` in [0, 1): interpolated
+        pooled CDF up to :attr:`max_level`, a normal tail matched at the largest score above it
+        (the tail only shapes the draws; an interval that needs it is unbounded)."""
+        from scipy.stats import norm
+
+        s, cdf, _ = self._cdf_one if one else self._cdf
+        u = np.asarray(u, dtype=float)
+        top = float(cdf[-1])
+        inside = np.interp(np.minimum(u, top), np.r_[0.0, cdf], np.r_[0.0, s])
+        z_top = float(norm.ppf((1 + top) / 2))
+        tail = s[-1] * norm.ppf((1 + np.clip(u, top, 1 - 1e-12)) / 2) / z_top
+        return np.where(u <= top, inside, tail)
+
+    def z_values(self, n: int = N_DRAWS, one: bool = False) -> np.ndarray:
+        """``n`` stratified values of the symmetric standardized error ``Z``, ascending (at
+        probabilities ``(i + 0.5) / n``): ``forecast + sqrt(V) Z`` is the predictive
+        distribution."""
+        u = (np.arange(n) + 0.5) / n
+        return np.sign(u - 0.5) * self.multipliers(np.abs(2 * u - 1), one=one)
+
+    # ---- subsets -------------------------------------------------------------------------------
+    def without(self, run) -> Calibration:
+        """The calibration with one run (or a list of runs) left out; tau is refitted."""
+        drop = [run] if isinstance(run, str) or not hasattr(run, "__iter__") else list(run)
+        keep = ~self.records["run"].isin(drop)
+        return Calibration(self.records[keep], self.corpus, self.fractions)
+
+    def subset(self, runs) -> Calibration:
+        """The calibration on ``runs`` only; tau is refitted."""
+        keep = self.records["run"].isin(list(runs))
+        return Calibration(self.records[keep], self.corpus, self.fractions)
+
+    # ---- the range it saw ----------------------------------------------------------------------
+    def notes_for(self, noise_sd: float, n_fit: int) -> list[str]:
+        """Warnings when a fit's residual sd or evaluation count lies outside what the
+        calibration runs had, with what to do about it."""
+        notes = []
+        lo, hi = np.quantile(self.records["noise_sd"], [0.0, 1.0])
+        if noise_sd < 0.5 * lo or noise_sd > 2 * hi:
+            notes.append(
+                f"the run's residual sd {noise_sd:.3g} lies outside the calibration runs' "
+                f"({lo:.3g}-{hi:.3g}); the misspecification term is in reward units and does not "
+                "scale with it, but check the interval with rlcurves.calibrate on finished runs "
+                "like this one"
+            )
+        n_min = int(self.records["n_fit"].min())
+        if n_fit < n_min:
+            notes.append(
+                f"fitted on {n_fit} evaluations, fewer than any calibration forecast ({n_min}); "
+                "the interval is extrapolated from longer fits: evaluate more often, or wait "
+                "for more evaluations"
+            )
+        return notes
+
+    # ---- serialization -------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "corpus": self.corpus,
-            "n_eval": self.n_eval,
-            "fractions": list(self.fractions),
-            "scores": [float(s) for s in self.scores],
-            "runs": [str(r) for r in self.runs],
-        }
+        r = self.records
+        recs = {c: [str(v) for v in r[c]] if c == "run" else r[c].astype(float).tolist()
+                for c in _RECORD_COLUMNS}  # fmt: skip
+        return {"corpus": self.corpus, "fractions": list(self.fractions), "records": recs}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
-        return cls(
-            np.asarray(d["scores"], dtype=float),
-            np.asarray(d["runs"]),
-            str(d["corpus"]),
-            int(d["n_eval"]),
-            tuple(d["fractions"]),
-        )
+        records = pd.DataFrame(d["records"])
+        records["n_fit"] = records["n_fit"].astype(int)
+        return cls(records, str(d["corpus"]), tuple(d["fractions"]))
 
     def __repr__(self) -> str:
         q = {lv: self.quantile(lv) for lv in (0.5, 0.8, 0.9, 0.95)}
         qs = ", ".join(f"{lv:.0%}: {v:.3g}" for lv, v in q.items())
-        return f"Calibration({self.name}; multipliers {qs})"
+        return f"Calibration({self.name}; tau {self.tau:.3g}; multipliers {qs})"
+
+
+_DEFAULT: list[Calibration] = []
 
 
 def default_calibration() -> Calibration:
-    """The shipped calibration on the bundled corpus (:func:`load_corpus`)."""
-    with resources.files("rlcurves.data").joinpath(_SHIPPED).open("r") as fh:
-        return Calibration.from_dict(json.load(fh))
-
-
-def forecast_scale(
-    fit: SigmoidFit, at: np.ndarray, curves: np.ndarray, n_eval: int = N_EVAL
-) -> np.ndarray:
-    """The scale of the calibrated interval at ``at`` (see the module docstring).
-
-    ``curves`` are bootstrap curves at ``at``, shape ``(n_samples, len(at))``.
-    """
-    at = np.atleast_1d(np.asarray(at, dtype=float))
-    noise = residual_sd(fit)
-    sd_fit = np.nanstd(curves, axis=0)
-    c_max = float(np.max(fit.fit_compute))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.where(at > c_max, np.log(np.maximum(at, c_max) / c_max), 0.0)
-    return np.sqrt(sd_fit**2 + noise**2 / n_eval + noise**2 * _growth(d))
-
-
-def _growth(d: np.ndarray) -> np.ndarray:
-    """Variance of the misspecification term, in units of the residual variance, at distance d."""
-    return d
+    """The shipped calibration on the bundled corpus (:func:`load_corpus`), loaded once."""
+    if not _DEFAULT:
+        with resources.files("rlcurves.data").joinpath(_SHIPPED).open("r") as fh:
+            _DEFAULT.append(Calibration.from_dict(json.load(fh)))
+    return _DEFAULT[0]
 
 
 def residual_sd(fit: SigmoidFit) -> float:
@@ -196,51 +364,60 @@ def residual_sd(fit: SigmoidFit) -> float:
     return float(np.sqrt(np.sum(res**2) / max(fit.dof, 1)))
 
 
+def level_target(compute: np.ndarray, reward: np.ndarray) -> float:
+    """A finished run's level: the mean of its evaluations over the last 10% of its compute."""
+    from .ensemble import LEVEL_WINDOW
+
+    c = np.asarray(compute, dtype=float)
+    return float(np.mean(np.asarray(reward, dtype=float)[c > (1 - LEVEL_WINDOW) * c.max()]))
+
+
 def score_run(
     compute: np.ndarray,
     reward: np.ndarray,
     fraction: float,
     *,
-    n_eval: int = N_EVAL,
     n_boot: int = N_BOOT,
     seed: int = 0,
     fit_kwargs: dict | None = None,
 ) -> dict[str, float]:
-    """Fit the first ``fraction`` of one finished run and score its forecast of the run's end.
+    """Fit the first ``fraction`` of one finished run and record its forecast of the run's level.
 
-    Returns a dict with ``score``, ``forecast``, ``observed``, ``scale``, ``sd_fit``, ``noise_sd``,
-    ``distance`` (log compute past the fit window), or raises RLCurvesError when the prefix
-    cannot be fitted.
+    Returns a dict with the columns of :attr:`Calibration.records` but ``run``, or raises
+    RLCurvesError when the prefix cannot be fitted.
     """
     from .bootstrap import bootstrap
+    from .ensemble import combine
     from .fit import fit_sigmoid
+    from .forecast import MIN_DOF
 
     c = np.asarray(compute, dtype=float)
     r = np.asarray(reward, dtype=float)
     order = np.argsort(c, kind="stable")
     c, r = c[order], r[order]
-    if c.size < n_eval + 8:
-        raise RLCurvesError(f"a run needs at least {n_eval + 8} evaluations to be scored")
-    fit_to = fraction * float(c.max())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = fit_sigmoid(c, r, max_compute=fit_to, **(fit_kwargs or {}))
+        fit = fit_sigmoid(c, r, max_compute=fraction * float(c.max()), **(fit_kwargs or {}))
+        if fit.dof < MIN_DOF:
+            raise RLCurvesError(f"a prefix with {fit.dof} residual degrees of freedom is unbounded")
         boot = bootstrap(fit, n_boot, kind="ar1", seed=seed, progress=False)
-    tail_c, tail_r = c[-n_eval:], r[-n_eval:]
-    curves = boot.curves(tail_c)
-    mean_curve = curves.mean(axis=1)
-    pred = float(np.mean(fit.predict(tail_c)))
-    observed = float(np.mean(tail_r))
-    scale = float(np.mean(forecast_scale(fit, tail_c, curves, n_eval)))
+    end = float(c.max())
+    ens = combine(fit, np.array([end]), boot.curves, rho=boot.rho)
+    observed = level_target(c, r)
     return {
         "fraction": fraction,
-        "score": abs(pred - observed) / scale,
-        "forecast": pred,
+        "error": observed - float(ens.mean[0]),
+        "error_one": float(r[-1]) - float(ens.point[0]),
+        "fit_var": float(ens.fit_var[0]),
+        "mix_var": float(ens.mix_var[0]),
+        "noise_var": float(ens.noise_var[0]),
+        "noise_var_one": float(ens.noise_var_one[0]),
+        "distance": float(ens.distance[0]),
+        "noise_sd": float(ens.noise_sd),
+        "n_fit": int(fit.n),
+        "w_power_law": float(ens.w_power_law[0]),
+        "forecast": float(ens.mean[0]),
         "observed": observed,
-        "scale": scale,
-        "sd_fit": float(np.std(mean_curve)),
-        "noise_sd": residual_sd(fit),
-        "distance": float(np.log(tail_c.mean() / fit.fit_compute.max())),
     }
 
 
@@ -251,14 +428,13 @@ def calibrate(
     compute: str = "compute",
     reward: str = "reward",
     fractions: tuple[float, ...] = FRACTIONS,
-    n_eval: int = N_EVAL,
     n_boot: int = N_BOOT,
     seed: int = 0,
     name: str = "user runs",
     progress: bool = True,
     **fit_kwargs: Any,
 ) -> Calibration:
-    """Calibrate forecast intervals on finished runs (split-conformal, see the module docstring).
+    """Calibrate forecast intervals on finished runs (see the module docstring).
 
     Parameters
     ----------
@@ -268,8 +444,6 @@ def calibrate(
         Column names.
     fractions : tuple of float
         Fit fractions of each run's final compute to score, each in (0, 1).
-    n_eval : int
-        Evaluations averaged at each run's end (the observed target).
     n_boot : int
         AR(1) bootstrap resamples per scored fit.
     seed : int
@@ -284,7 +458,9 @@ def calibrate(
     Returns
     -------
     Calibration
-        Pass it to ``rlcurves.forecast(fit, at, calibration=...)``.
+        Pass it to ``rlcurves.forecast(fit, at, calibration=...)``. Its ``n`` is the number of
+        runs; the 90% interval needs at least 9 of them (a level above ``n / (n + 1)`` is
+        unbounded).
     """
     if isinstance(runs, pd.DataFrame):
         missing = {run, compute, reward} - set(runs.columns)
@@ -310,25 +486,24 @@ def calibrate(
                     frame[compute].to_numpy(float),
                     frame[reward].to_numpy(float),
                     f,
-                    n_eval=n_eval,
                     n_boot=n_boot,
                     seed=seed + i,
                     fit_kwargs=fit_kwargs,
                 )
             except RLCurvesError:
                 continue
-            rows.append({"run": label, **row})
+            rows.append({"run": str(label), **row})
     if not rows:
         raise RLCurvesError("no run could be scored: runs need more evaluations")
-    details = pd.DataFrame(rows)
-    return Calibration(
-        details["score"].to_numpy(float),
-        details["run"].to_numpy(),
-        name,
-        n_eval,
-        tuple(fractions),
-        details,
-    )
+    records = pd.DataFrame(rows, columns=list(_RECORD_COLUMNS))
+    return Calibration(records, name, tuple(fractions))
 
 
-__all__ = ["Calibration", "calibrate", "default_calibration", "forecast_scale", "load_corpus"]
+__all__ = [
+    "Calibration",
+    "calibrate",
+    "default_calibration",
+    "level_target",
+    "load_corpus",
+    "misspecification_growth",
+]

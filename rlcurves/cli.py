@@ -353,9 +353,8 @@ def _forecast_lines(fc, observed: dict[float, float] | None = None, unit: str | 
             line += f"   observed {observed[float(c)]:.3f}"
         lines.append(line)
     calibration = getattr(fc, "calibration", "")
-    if calibration:
-        n = getattr(fc, "calibration_n", 0)
-        lines.append(f"    calibration: {calibration}" + (f" ({n} scores)" if n else ""))
+    if calibration:  # its name already counts the runs and the forecasts scored on them
+        lines.append(f"    calibration: {calibration}")
     if getattr(fc, "note", ""):
         lines.append(f"    note: {cli_words(fc.note)}")
     return lines

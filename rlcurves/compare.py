@@ -32,7 +32,7 @@ from .decide import prob_greater
 from .errors import RLCurvesError
 from .model import PARAM_NAMES, sigmoid
 from .result import SigmoidFit
-from .runs import RunsFit
+from .runs import RunsFit, per_run_values, welch_difference
 from .target import quantile_with_inf
 
 TABLE_COLUMNS = [
@@ -56,6 +56,7 @@ TABLE_COLUMNS = [
     "C90_lower",
     "C90_upper",
     "p_sooner",
+    "basis",
 ]
 # the compute to reach this fraction of a run's gain (A - R0) is what "sooner" refers to
 REACH_FRACTION = 0.9
@@ -157,6 +158,13 @@ class Comparison:
         Compute range in which crossovers are searched (default: from the latest start of the
         variants' fit windows to 10x the largest compute, the range where the fits are not
         extrapolated backwards and a forecast still means something).
+    runs : dict
+        Variant -> RunsFit for variants given as several seeds. When the variant or the baseline
+        has per-run fits of two or more seeds, its ``delta_A``, ``delta_B``, their intervals,
+        ``p_A_higher``, ``p_B_higher`` and ``p_sooner`` come from Welch's t on the per-run
+        estimates (:func:`rlcurves.runs.welch_difference`; ``basis`` says so); otherwise from
+        the draws of one run each (``basis`` "run-level": evaluation noise only, seed-to-seed
+        variation is not in the interval).
     """
 
     fits: dict[str, SigmoidFit]
@@ -168,6 +176,7 @@ class Comparison:
     method: str
     seed: int | None
     n_samples: int
+    runs: dict[str, RunsFit] = field(default_factory=dict)
     table: pd.DataFrame = field(init=False)
     _shared: dict = field(default_factory=dict, init=False)
 
@@ -188,13 +197,28 @@ class Comparison:
             reach = reach_compute(s)
             r_lo, r_hi = quantile_with_inf(reach, q_lo), quantile_with_inf(reach, q_hi)
             is_base = name == self.baseline
+            basis = ""
+            delta_a = math.nan if is_base else fit.A - base.A
+            delta_b = math.nan if is_base else fit.B - base.B
             if is_base:
                 d_lo = d_hi = p_a = p_b = p_soon = math.nan
+            elif (welch := self._welch(name)) is not None:
+                a, lb, lc = welch["A"], welch["log_B"], welch["log_C90"]
+                delta_a, d_lo, d_hi, p_a = a["mean"], a["lower"], a["upper"], a["p_greater"]
+                delta_b = float(
+                    np.mean(per_run_values(self._item(name), "B"))
+                    - np.mean(per_run_values(self._item(self.baseline), "B"))
+                )
+                p_b, p_soon = lb["p_greater"], 1.0 - lc["p_greater"]
+                basis = (
+                    f"seeds: Welch t on {welch['n'][0]} vs {welch['n'][1]} runs (df {a['df']:.1f})"
+                )
             else:
                 d_lo, d_hi = np.quantile(paired_difference(s["A"], sb["A"]), [q_lo, q_hi])
                 p_a = prob_greater(s["A"].to_numpy(), sb["A"].to_numpy())
                 p_b = prob_greater(s["B"].to_numpy(), sb["B"].to_numpy())
                 p_soon = prob_greater(reach_compute(sb), reach)
+                basis = "run-level"
             rows.append(
                 {
                     "variant": name,
@@ -205,8 +229,8 @@ class Comparison:
                     "B_lower": b_lo,
                     "B_upper": b_hi,
                     "C_mid": fit.C_mid,
-                    "delta_A": math.nan if is_base else fit.A - base.A,
-                    "delta_B": math.nan if is_base else fit.B - base.B,
+                    "delta_A": delta_a,
+                    "delta_B": delta_b,
                     "p_A_higher": p_a,
                     "delta_A_lower": d_lo,
                     "delta_A_upper": d_hi,
@@ -217,9 +241,33 @@ class Comparison:
                     "C90_lower": r_lo,
                     "C90_upper": r_hi,
                     "p_sooner": p_soon,
+                    "basis": basis,
                 }
             )
         return pd.DataFrame(rows, columns=TABLE_COLUMNS)
+
+    def _item(self, name: str):
+        return self.runs.get(name, self.fits[name])
+
+    def _welch(self, name: str) -> dict | None:
+        """Welch's t of ``name`` against the baseline on per-run estimates, when either has the
+        per-run fits of two or more seeds (None otherwise)."""
+
+        def seeds(n: str) -> int:
+            rf = self.runs.get(n)
+            return len(rf.per_run) if rf is not None else 1
+
+        if max(seeds(name), seeds(self.baseline)) < 2:
+            return None
+        if any(n in self.runs and not self.runs[n].per_run for n in (name, self.baseline)):
+            return None  # fitted with per_run=False: only the draws are there
+        v, b = self._item(name), self._item(self.baseline)
+        out: dict = {
+            p: welch_difference(per_run_values(v, p), per_run_values(b, p), self.level)
+            for p in ("A", "log_B", "log_C90")
+        }
+        out["n"] = (seeds(name), seeds(self.baseline))
+        return out
 
     # ---- pairwise questions -------------------------------------------------------------------
     def _check(self, *names: str) -> None:
@@ -380,24 +428,27 @@ class Comparison:
             Refit the curves with their mean A first (the paper's practice), so the slopes are
             comparable.
         variants : list of str, optional
-            Default: with ``shared``, :meth:`same_ceiling`; otherwise all.
+            Default: every variant. A variant whose own ceiling is not shown equal to the
+            baseline's (:meth:`same_ceiling`) is kept and marked (``same_ceiling`` False), not
+            dropped: refitting it at the shared A moves its B, which the reader should know.
 
         Returns
         -------
         pandas.DataFrame
-            Long table ``variant, compute, reward, log_compute, log_F, B`` over each fit's window.
+            Long table ``variant, compute, reward, log_compute, log_F, B, A_own, same_ceiling``
+            over each fit's window.
         """
-        if shared:
-            fits = self.shared_a(variants).fits
-        else:
-            names = list(self.fits) if variants is None else variants
-            self._check(*names)
-            fits = {n: self.fits[n] for n in names}
+        names = list(self.fits) if variants is None else list(variants)
+        self._check(*names)
+        fits = self.shared_a(names).fits if shared else {n: self.fits[n] for n in names}
+        same = set(self.same_ceiling())
         frames = []
         for name, fit in fits.items():
             df = fit.loglog()
             df.insert(0, "variant", name)
             df["B"] = fit.B
+            df["A_own"] = self.fits[name].A
+            df["same_ceiling"] = name in same
             frames.append(df)
         return pd.concat(frames, ignore_index=True)
 
@@ -438,9 +489,15 @@ class Comparison:
         row, base = t.loc[name], t.loc[self.baseline]
         q_lo, q_hi = tails(self.level)
         ceiling, ceiling_text = self._ceiling(name)
+        basis = (
+            "run-level: one run per variant, seed-to-seed variation not included"
+            if row["basis"] == "run-level"
+            else row["basis"]
+        )
         head = (
             f"{name}: A {row['A']:.2f} [{row['A_lower']:.2f}, {row['A_upper']:.2f}] vs "
-            f"{base['A']:.2f} [{base['A_lower']:.2f}, {base['A_upper']:.2f}]: {ceiling_text}"
+            f"{base['A']:.2f} [{base['A_lower']:.2f}, {base['A_upper']:.2f}]: {ceiling_text} "
+            f"({basis})"
         )
         falling = [n for n in (name, self.baseline) if falls(self.fits[n])]
         if falling:
@@ -668,6 +725,7 @@ def compare(
         raise RLCurvesError(f"baseline {baseline!r} is not a variant; variants: {names}")
     fits: dict[str, SigmoidFit] = {}
     samples: dict[str, pd.DataFrame] = {}
+    runs: dict[str, RunsFit] = {}
     kw = dict(min_compute=min_compute, max_compute=max_compute, r0=r0)
     for i, (key, value) in enumerate(curves.items()):
         name = str(key)
@@ -675,6 +733,7 @@ def compare(
         if isinstance(item, RunsFit):
             fits[name] = item.pooled
             samples[name] = item.samples
+            runs[name] = item
         else:
             fits[name] = item
             samples[name] = parameter_samples(
@@ -696,6 +755,7 @@ def compare(
         method=method,
         seed=seed,
         n_samples=n_samples,
+        runs=runs,
     )
 
 

@@ -2,15 +2,17 @@
 new evaluation.
 
 ``forecast(fit, at, method=...)`` turns any of the three uncertainty engines into one
-:class:`Forecast`: ``"bootstrap"`` (resampled refits; the default, an AR(1) bootstrap whose
-interval is scaled by conformal scores on finished real runs, see :mod:`rlcurves.calibrate`),
-``"profile"`` (profile likelihood of the curve value) and ``"mcmc"`` (emcee posterior).
+:class:`Forecast`: ``"bootstrap"`` (the default: the sigmoid and the power law combined by their
+skill on the run's own past, :mod:`rlcurves.ensemble`, with a predictive distribution calibrated
+on finished real runs, :mod:`rlcurves.calibrate`), ``"profile"`` (profile likelihood of the curve
+value) and ``"mcmc"`` (emcee posterior).
 A fit with fewer than :data:`MIN_DOF` residual degrees of freedom gets an unbounded interval
 (the metric's whole range) that says so, never a confident one.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -34,41 +36,63 @@ MIN_DOF = 3
 
 @dataclass(eq=False)
 class Forecast:
-    """A forecast of the fitted curve at ``at`` with its uncertainty.
+    """A forecast at ``at`` with its uncertainty.
+
+    What is forecast depends on the path. The default (calibrated bootstrap) forecasts a run's
+    **level**: the mean of its evaluations over the last 10% of compute up to each point (``k``
+    evaluations, ``info["n_level"]``), which is what "the run ends at ..." means and what the
+    calibration on finished runs scores; ``predictive.quantity`` says it in words. The raw
+    bootstrap kinds, ``"profile"`` and ``"mcmc"`` forecast the fitted curve (the expected
+    reward). ``prediction_lower/upper`` are for one new evaluation.
 
     Attributes
     ----------
     at : numpy.ndarray or float
         Compute values forecast (a float when a scalar was given; so are the fields below).
     mean : numpy.ndarray or float
-        The fitted curve at ``at`` (the point forecast).
+        The point forecast: the model-averaged level (default) or the fitted curve.
     lower, upper : numpy.ndarray or float
-        Interval for the expected curve value at ``at``, at ``level``.
+        Interval at ``level`` for the quantity (``predictive.interval(level)``).
     prediction_lower, prediction_upper : numpy.ndarray or float
-        Interval for one new evaluation at ``at`` (adds the evaluation noise).
+        Interval for one new evaluation at ``at`` (calibrated separately on the default path).
     level : float
         Nominal coverage of both intervals.
     method : str
         "bootstrap", "profile" or "mcmc".
     samples : numpy.ndarray or None
-        Curve values of every bootstrap resample or posterior draw, shape ``(n_samples, n_at)``
-        (``n_at = 1`` for a scalar ``at``); None for the profile method.
+        Curve values of every sigmoid bootstrap resample or posterior draw, shape
+        ``(n_samples, n_at)`` (``n_at = 1`` for a scalar ``at``); None for the profile method.
+        Not the predictive draws: those are ``predictive.draws``.
     info : dict
-        Method details (bootstrap kind, conformal multiplier, diagnostics).
+        Method details. On the default path: ``weights`` (``{"sigmoid": w, "power_law": 1 -
+        w}``, from self-backtests; the power law's weight applies beyond the fit window),
+        ``driver`` (the family with the larger weight), ``families`` (each family's forecast of
+        the level), ``disagreement`` (power law minus sigmoid), ``n_level`` (evaluations in the
+        level), ``distance`` (log compute past the window), ``tau`` (the misspecification scale in
+        reward units), ``multiplier`` (the conformal quantile at ``level``), ``scale``
+        (``sqrt(V)``), ``backtests``.
     calibration : str
         What calibrated the interval: the runs' name and count (the shipped real-run corpus by
         default), or "uncalibrated" (a raw bootstrap kind, profile or mcmc).
     calibration_n : int
-        Number of calibration scores (0 when uncalibrated).
+        Number of calibration runs (0 when uncalibrated).
     unbounded : bool
-        True when the data cannot bound the interval (too few degrees of freedom): the intervals
-        are then the metric's whole range.
+        True when no interval can be given: too few degrees of freedom in the fit, or a level
+        above what the calibration runs support (``n / (n + 1)``). The intervals are then the
+        metric's whole range and ``note`` says why.
     note : str
-        Warnings in words (unbounded interval, ceiling on its bound, a run that peaked).
+        Warnings in words (unbounded interval, ceiling on its bound, a run that peaked, a run
+        unlike the calibration runs, the power law driving the forecast or the two families
+        disagreeing by more than half the interval).
     predictive : Predictive or None
-        The predictive distribution the interval ``[lower, upper]`` comes from: every probability
-        a decision uses (:mod:`rlcurves.decide`) is computed from its draws. None when the
-        interval is unbounded.
+        The predictive distribution the interval ``[lower, upper]`` comes from (its
+        ``interval(level)`` is the printed one): every probability a decision uses
+        (:mod:`rlcurves.decide`) is computed from its draws. On the default path it is the
+        distribution of the run's level, so "ends above a baseline" compares levels. None when
+        the interval is unbounded.
+    prediction_predictive : Predictive or None
+        The same for one new evaluation (``prediction_lower/upper``); None off the default path
+        or when unbounded.
     """
 
     at: np.ndarray | float
@@ -86,6 +110,7 @@ class Forecast:
     unbounded: bool = False
     note: str = ""
     predictive: Predictive | None = field(default=None, repr=False)
+    prediction_predictive: Predictive | None = field(default=None, repr=False)
 
     def to_frame(self) -> pd.DataFrame:
         """One row per forecast point: at, mean, lower, upper, prediction_lower/upper."""
@@ -179,21 +204,9 @@ def forecast(
             f"UNBOUNDED: the fit has {fit.dof} residual degrees of freedom, too few to estimate "
             f"the noise; fit at least {need} points (or fix R0 with r0=) for an interval",
         )
-        lo, hi = np.full(c.shape, rng[0]), np.full(c.shape, rng[1])
-        return Forecast(
-            at=out(c),
-            mean=out(mean),
-            lower=out(lo),
-            upper=out(hi),
-            prediction_lower=out(lo),
-            prediction_upper=out(hi),
-            level=level,
-            method=method,
-            unbounded=True,
-            note="; ".join(notes),
-            info={"dof": fit.dof},
-        )
+        return _unbounded(c, mean, rng, level, method, notes, {"dof": fit.dof}, out)
     cal_name, cal_n = "uncalibrated", 0
+    prediction_predictive = None
     if method == "bootstrap":
         from .bootstrap import bootstrap, prediction_band
 
@@ -202,21 +215,54 @@ def forecast(
         samples = boot.curves(c)
         info = {"kind": boot.kind, "n": boot.n, **boot.info}
         if kind == "calibrated":
-            from scipy.stats import norm
-
-            from .calibrate import default_calibration, forecast_scale, residual_sd
+            from .calibrate import N_DRAWS, default_calibration
+            from .ensemble import combine, info_dict
 
             cal = default_calibration() if calibration is None else calibration
-            scale = forecast_scale(fit, c, samples, cal.n_eval)
-            q = cal.quantile(level)
-            half = q * scale
-            lo, hi = np.clip(mean - half, *rng), np.clip(mean + half, *rng)
-            z = float(norm.ppf((1 + level) / 2)) * residual_sd(fit)
-            phalf = np.sqrt(half**2 + z * z)
-            plo, phi = np.clip(mean - phalf, *rng), np.clip(mean + phalf, *rng)
+            ens = combine(fit, c, boot.curves, rho=boot.rho)
+            mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
-            info.update(multiplier=q, scale=scale)
-            predictive = _matched_predictive(c, mean, lo, hi, level, rng, "curve", cal_name)
+            notes += cal.notes_for(ens.noise_sd, fit.n)
+            info.update(info_dict(ens, scalar), tau=cal.tau)
+            quantity = _level_words(ens.k)
+            info["quantity"] = quantity
+            if level > cal.max_level:
+                need = math.ceil(level / (1 - level) - 1e-9)
+                notes.insert(
+                    0,
+                    f"UNBOUNDED: a {level:.0%} interval needs at least {need} calibration runs "
+                    f"(a level up to n / (n + 1) for n runs); {cal_name} supports up to "
+                    f"{cal.max_level:.1%}: use a lower level or calibrate on more finished runs",
+                )
+                info["multiplier"] = math.inf
+                fc = _unbounded(c, mean, rng, level, method, notes, info, out)
+                fc.calibration, fc.calibration_n = cal_name, cal_n
+                return fc
+            scale = np.sqrt(cal.variance(ens))
+            scale_one = np.sqrt(cal.variance(ens, one=True))
+            # one stratified draw per row, rows shuffled with the seed; the same row of both
+            # distributions shares its quantile, so one evaluation is never less certain than
+            # the level (its half-width at least the level's plus the gap of the two centers)
+            perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
+            z = cal.z_values(N_DRAWS)[perm][:, None]
+            z_one = cal.z_values(N_DRAWS, one=True)[perm][:, None]
+            half_one = np.maximum(
+                np.abs(z_one) * scale_one, np.abs(z) * scale + np.abs(ens.point - mean)
+            )
+            source = {"draws": "combined forecast + sqrt(V) Z", "calibration": cal_name}
+            predictive = Predictive(c, np.clip(mean + scale * z, *rng), quantity, source)
+            prediction_predictive = Predictive(
+                c, np.clip(ens.point + np.sign(z) * half_one, *rng), "one evaluation", source
+            )
+            lo, hi = predictive.interval(level)
+            plo, phi = prediction_predictive.interval(level)
+            info.update(multiplier=cal.quantile(level), scale=scale)
+            words = ens.summary_line()
+            info["model"] = words
+            half = float((hi[-1] - lo[-1]) / 2)
+            gap = abs(float(np.nan_to_num(ens.disagreement[-1])))
+            if ens.w_power_law[-1] > 0.5 or gap > half:
+                notes.append(words)
         else:
             lo, hi = boot.curve_band(samples, level)
             plo, phi = prediction_band(samples, boot, level, seed)
@@ -255,6 +301,35 @@ def forecast(
         calibration_n=cal_n,
         note="; ".join(notes),
         predictive=predictive,
+        prediction_predictive=prediction_predictive,
+    )
+
+
+def _level_words(k: np.ndarray) -> str:
+    """The level's quantity in words, with the number of evaluations it averages."""
+    k = np.atleast_1d(k)
+    n = f"{int(k.min())}" if k.min() == k.max() else f"{int(k.min())}-{int(k.max())}"
+    return (
+        f"mean of the {n} evaluations up to each point (the run's level over its last 10% of "
+        "compute)"
+    )
+
+
+def _unbounded(c, mean, rng, level, method, notes, info, out) -> Forecast:
+    """A forecast without an interval: the metric's whole range, flagged, no predictive."""
+    lo, hi = np.full(c.shape, rng[0]), np.full(c.shape, rng[1])
+    return Forecast(
+        at=out(c),
+        mean=out(mean),
+        lower=out(lo),
+        upper=out(hi),
+        prediction_lower=out(lo),
+        prediction_upper=out(hi),
+        level=level,
+        method=method,
+        unbounded=True,
+        note="; ".join(notes),
+        info=info,
     )
 
 

@@ -432,23 +432,42 @@ def plot_loglog(
         Use the shared-A refits of a Comparison.
     """
     fig, ax = _axes(ax)
+    same: set | None = None
     if hasattr(source, "loglog"):
-        fits = source.shared_a().fits if shared else source.fits
-        shared_a = source.shared_a().A if shared else None
+        names = list(source.fits)
+        fits = source.shared_a(names).fits if shared else source.fits
+        shared_a = source.shared_a(names).A if shared else None
+        same = set(source.same_ceiling())
     else:
         fits, shared_a = dict(source), None
+    marked = []
     for i, (name, fit) in enumerate(fits.items()):
         color = style(i)[0]
+        equal = same is None or name in same
         df = fit.loglog().dropna()
-        ax.scatter(df["log_compute"], df["log_F"], s=12, color=color, alpha=0.7, lw=0)
+        ax.scatter(
+            df["log_compute"],
+            df["log_F"],
+            s=12,
+            color=color if equal else "none",
+            edgecolors=color,
+            alpha=0.7,
+            lw=0 if equal else 0.8,
+        )
         x = np.linspace(df["log_compute"].min(), df["log_compute"].max(), 2)
-        ax.plot(x, fit.B * x, color=color, lw=2, label=f"{name}: slope B = {fit.B:.2f}")
+        label = f"{name}: slope B = {fit.B:.2f}"
+        if not equal:
+            marked.append(name)
+            label += f" (own A {source.fits[name].A:.3f}: ceiling not shown equal)"
+        ax.plot(x, fit.B * x, color=color, lw=2, ls="-" if equal else "--", label=label)
     unit = unit_name(_shared_unit(fits.values()))
     ax.set_xlabel(f"log C  (C in {unit})" if unit else "log C")
     ax.set_ylabel("log F(R),  F = C_mid^B / ((A - R0)/(R - R0) - 1)")
     title = "log-log efficiency view"
     if shared_a is not None:
         title += f" (all refitted with shared A = {shared_a:.3f})"
+    if marked:
+        title += f"\ndashed, hollow: ceiling not shown equal to the baseline's ({len(marked)})"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left")

@@ -197,10 +197,10 @@ def fit_power_law(
     log_c = np.log(cw)
 
     def rss_at(log_b: float) -> float:
-        return _solve_linear(log_c, rw, w, math.exp(log_b), a_bounds)[2]
+        return float(_solve_linear_grid(log_c, rw, w, np.array([math.exp(log_b)]), a_bounds)[2][0])
 
     grid = np.linspace(*_LOG_B_RANGE, 241)
-    values = np.array([rss_at(v) for v in grid])
+    values = _solve_linear_grid(log_c, rw, w, np.exp(grid), a_bounds)[2]
     i = int(np.argmin(values))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
     best = minimize_scalar(rss_at, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
@@ -248,6 +248,31 @@ def _a_bounds(bounds, reward: np.ndarray) -> tuple[float, float]:
     if not lo <= hi:
         raise RLCurvesError(f"bounds on A must satisfy lower <= upper, got {bounds}")
     return (lo, hi)
+
+
+def _solve_linear_grid(log_c, y, w, B, a_bounds) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_solve_linear` for every exponent in the array ``B`` at once (the grid search).
+
+    The weighted normal equations of ``y ~ A - D u`` (``u = C^-B``) are 2 x 2, solved in closed
+    form per exponent; where A leaves its box it is clipped and D re-solved, as in the scalar one.
+    """
+    u = np.exp(-np.outer(B, log_c))  # (n_B, n)
+    w2 = w * w
+    s0, sy = w2.sum(), np.dot(w2, y)
+    su, suu, suy = u @ w2, (u * u) @ w2, u @ (w2 * y)
+    det = s0 * suu - su * su
+    with np.errstate(divide="ignore", invalid="ignore"):
+        A = (sy * suu - su * suy) / det
+        D = (sy * su - s0 * suy) / det
+        lo, hi = a_bounds
+        out = ~((A >= lo) & (A <= hi)) | ~np.isfinite(A)
+        if np.any(out):
+            Ac = np.clip(np.where(np.isfinite(A), A, lo if np.isfinite(lo) else 0.0), lo, hi)
+            Dc = (Ac * su - suy) / np.maximum(suu, 1e-300)
+            A, D = np.where(out, Ac, A), np.where(out, Dc, D)
+    resid = y[None, :] - A[:, None] + D[:, None] * u
+    rss = np.einsum("ij,ij,j->i", resid, resid, w2)
+    return A, D, rss
 
 
 def _solve_linear(log_c, y, w, B, a_bounds) -> tuple[float, float, float]:

@@ -8,7 +8,22 @@ reaches a target, is the best of a sweep) is computed from the same draws. A rep
 never print ``p(above) <= 0.05`` beside a 90% interval that contains the baseline.
 
 How the draws are made is the forecast's business (calibration, model averaging); consumers only
-use the methods below.
+use the methods below. On the default path (:func:`rlcurves.forecast`, calibrated bootstrap) they
+are ``combined forecast + sqrt(V) Z``: the sigmoid/power-law average of :mod:`rlcurves.ensemble`,
+its predictive variance ``V`` and ``Z`` distributed as the run-level conformal scores of
+:mod:`rlcurves.calibrate` (4,000 stratified draws, rows shuffled with the forecast's seed, so the
+same seed gives the same draws).
+
+Which quantity a decision should use. ``fc.predictive`` is the distribution of the run's **level**
+(``quantity`` "mean of the k evaluations up to each point (the run's level over its last 10% of
+compute)"): what "the run ends above the baseline" compares, since a run's end is read as the
+mean of its last evaluations, not as one noisy evaluation and not as a curve nobody observes.
+Decisions about where runs end (:func:`rlcurves.decide.prob_above`, ``prob_best``) therefore use
+``fc.predictive``; a baseline given as a finished run's level is compared like with like.
+``fc.prediction_predictive`` (``quantity`` "one evaluation") is for "what will the next
+evaluation show", e.g. whether one logged value is surprising; it is wider by one evaluation's
+noise and is not the quantity to rank runs by. The raw bootstrap kinds, profile and mcmc give the
+curve (``quantity`` "curve").
 """
 
 from __future__ import annotations
@@ -34,8 +49,8 @@ class Predictive:
         Draws of the quantity at each point, shape ``(n_draws, n_at)``. Draws at different points
         come from one joint draw (row ``i`` is one plausible future).
     quantity : str
-        What the draws are of, in words: ``"curve"`` (the expected reward),
-        ``"mean of the next 5 evaluations"``, ``"one evaluation"``.
+        What the draws are of, in words: ``"curve"`` (the expected reward), the run's level
+        (``"mean of the k evaluations up to each point ..."``), ``"one evaluation"``.
     info : dict
         How the draws were made (calibration, model weights).
     """

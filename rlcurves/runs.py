@@ -318,6 +318,66 @@ def run_level_draws(
     return pd.DataFrame({p: out[p] for p in PARAM_NAMES})
 
 
+def per_run_values(fit: RunsFit | SigmoidFit, parameter: str) -> np.ndarray:
+    """The per-run estimates of ``parameter`` (``A``, ``B``, ``C_mid``, ``R0``, or ``log_B``,
+    ``log_C_mid``, ``log_C90``: the log of B, of C_mid, of the compute to reach 90% of the gain):
+    one value per seed of a :class:`RunsFit` with per-run fits, one for a single fit."""
+    fits = list(fit.per_run.values()) if isinstance(fit, RunsFit) else [fit]
+    values = []
+    for f in fits:
+        p = f.params
+        if parameter == "log_C90":
+            from .compare import reach_compute
+
+            values.append(math.log(float(reach_compute(p))))
+        elif parameter.startswith("log_"):
+            values.append(math.log(p[parameter[4:]]))
+        else:
+            values.append(float(p[parameter]))
+    return np.asarray(values, dtype=float)
+
+
+def welch_difference(x: np.ndarray, y: np.ndarray, level: float = 0.9) -> dict[str, float]:
+    """Difference of two recipes' means from their per-run estimates, with Welch's t.
+
+    ``x`` and ``y`` are one estimate per run (seed). With two or more runs on each side it is
+    Welch's unequal-variance t (:func:`scipy.stats.ttest_ind`, ``equal_var=False``); when one
+    side is a single run, that run is one new draw from the other side's seed distribution
+    (standard error ``s sqrt(1 + 1/k)``, ``k - 1`` degrees of freedom).
+
+    Returns
+    -------
+    dict
+        ``mean`` (mean(x) - mean(y)), ``lower``, ``upper`` (the two-sided ``level`` interval),
+        ``df``, ``se``, ``p_greater`` (the t distribution's probability that the difference is
+        above 0; 0.5 when the standard error is 0 and the means are equal).
+    """
+    tails(level)
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    x, y = x[np.isfinite(x)], y[np.isfinite(y)]
+    if x.size + y.size < 3 or min(x.size, y.size) < 1:
+        raise RLCurvesError(
+            f"Welch's t needs at least 3 runs with one on each side, got {x.size} and {y.size}"
+        )
+    diff = float(x.mean() - y.mean())
+    if x.size >= 2 and y.size >= 2:
+        res = stats.ttest_ind(x, y, equal_var=False)
+        df = float(res.df)
+        se = math.sqrt(x.var(ddof=1) / x.size + y.var(ddof=1) / y.size)
+    else:
+        many = x if x.size >= 2 else y
+        df = float(many.size - 1)
+        se = float(many.std(ddof=1)) * math.sqrt(1 + 1 / many.size)
+    half = float(stats.t.ppf((1 + level) / 2, df)) * se
+    if se > 0:
+        p = float(stats.t.cdf(diff / se, df))
+    else:
+        p = 1.0 if diff > 0 else 0.0 if diff < 0 else 0.5
+    return {"mean": diff, "lower": diff - half, "upper": diff + half, "df": df, "se": se,
+            "p_greater": p}  # fmt: skip
+
+
 def paired_differences(baseline: RunsFit, variant: RunsFit, *, level: float = 0.9) -> pd.DataFrame:
     """Per-seed differences of two recipes whose runs are paired by name (seed).
 

@@ -5,8 +5,8 @@ Reads the runs of ``scripts/run_study.sh`` (``OUT/CELL-sSEED/log.jsonl``; by def
 or B beyond seed noise?":
 
 - run level: :func:`rlcurves.fit_runs` per cell (pooled fit, run-level draws) and
-  :func:`rlcurves.compare` of the two cells, whose verdict on A needs the interval of the
-  difference beyond the paper's 0.02 margin;
+  :func:`rlcurves.compare` of the two cells (the difference from Welch's t on the per-seed
+  fits), whose verdict on A needs the interval of the difference beyond the paper's 0.02 margin;
 - paired: :func:`rlcurves.paired_differences`, per seed the difference of the two runs' fitted A
   (and log B), since the runs of one seed share warm-up, prompt order and sampler seed; mean and
   a t interval over seeds.

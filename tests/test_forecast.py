@@ -1,5 +1,6 @@
 """forecast(): the Forecast contract for every method, the metric's range, and bad input."""
 
+import math
 import warnings
 
 import numpy as np
@@ -28,23 +29,40 @@ def test_bootstrap_forecast_contract(half_budget_fit):
     for name in ("at", "mean", "lower", "upper", "prediction_lower", "prediction_upper"):
         assert getattr(fc, name).shape == (2,), name
     assert fc.samples.shape == (400, 2)
-    np.testing.assert_allclose(fc.mean, half_budget_fit.predict([8000.0, 16000.0]))
-    assert np.all(fc.prediction_lower <= fc.lower) and np.all(fc.lower < fc.mean)
-    assert np.all(fc.mean < fc.upper) and np.all(fc.upper <= fc.prediction_upper)
+    # the point forecast is the model average of the two families' forecasts of the run's level
+    w = fc.info["weights"]
+    assert w["sigmoid"] + w["power_law"] == pytest.approx(1.0) and 0 <= w["sigmoid"] <= 1
+    fam = fc.info["families"]
+    np.testing.assert_allclose(fc.info["disagreement"], fam["power_law"] - fam["sigmoid"])
+    # 8000 is the end of the fit window: there the sigmoid alone (the level of the last 10%)
+    grid = 8000.0 - 200.0 * np.arange(4)
+    assert fc.mean[0] == pytest.approx(np.mean(half_budget_fit.predict(grid)))
+    beyond = w["sigmoid"] * fam["sigmoid"][1] + w["power_law"] * fam["power_law"][1]
+    assert fc.mean[1] == pytest.approx(beyond)
+    assert np.all(fc.lower < fc.mean) and np.all(fc.mean < fc.upper)
+    assert np.all(fc.prediction_lower < fc.mean) and np.all(fc.mean < fc.prediction_upper)
     # extrapolating further is less certain
     width = fc.upper - fc.lower
     assert width[1] > width[0]
-    # the default interval is mean +- q * scale, q from the shipped real-run calibration
+    # the printed interval is the predictive distribution's, whose draws are mean + scale * Z
+    # with |Z| distributed as the run-level calibration scores (multiplier at the level)
     q, scale = fc.info["multiplier"], fc.info["scale"]
-    assert q == default_calibration().quantile(0.9) and np.isfinite(q)
-    np.testing.assert_allclose(fc.lower, fc.mean - q * scale)
-    np.testing.assert_allclose(fc.upper, fc.mean + q * scale)
-    assert "deepgrpo_gsm8k" in fc.calibration and fc.calibration_n >= 30
+    assert q == pytest.approx(default_calibration().quantile(0.9)) and np.isfinite(q)
+    np.testing.assert_allclose(fc.lower, fc.mean - q * scale, atol=0.01 * width.max())
+    np.testing.assert_allclose(fc.upper, fc.mean + q * scale, atol=0.01 * width.max())
+    assert fc.predictive.n_draws >= 2000 and "evaluations" in fc.predictive.quantity
+    assert fc.prediction_predictive.quantity == "one evaluation"
+    np.testing.assert_allclose(fc.prediction_predictive.interval(0.9)[0], fc.prediction_lower)
+    assert "29 runs" in fc.calibration and fc.calibration_n == 29
+    # the same seed gives the same draws
+    again = forecast(half_budget_fit, [8000.0, 16000.0], seed=0, progress=False, n=400)
+    np.testing.assert_array_equal(again.predictive.draws, fc.predictive.draws)
     # a raw kind is the samples' percentile band and says it is uncalibrated
     raw = forecast(half_budget_fit, [8000.0, 16000.0], seed=0, progress=False, n=400, kind="ar1")
     lo, hi = np.quantile(raw.samples, [0.05, 0.95], axis=0)
     np.testing.assert_allclose(raw.lower, lo)
     np.testing.assert_allclose(raw.upper, hi)
+    np.testing.assert_allclose(raw.mean, half_budget_fit.predict([8000.0, 16000.0]))
     assert raw.calibration == "uncalibrated" and raw.calibration_n == 0
     assert list(fc.to_frame().columns)[:4] == ["at", "mean", "lower", "upper"]
 
@@ -86,53 +104,67 @@ def test_bad_input(half_budget_fit):
         forecast(half_budget_fit, 1e4, level=1.5, progress=False)
 
 
-def _simulated_run(rng, c_mid=2542.0, b=1.92, a=0.61, r0=0.30):
-    """One simulated run as in benchmarks/calibration.py: mean@16 on 1,000 prompts + AR(1) drift."""
-    budget = 6.3 * c_mid
-    compute = np.linspace(0.0, budget, 81)
-    drift = np.zeros(compute.size)
-    drift[0] = 0.006 * rng.standard_normal()
-    for t in range(1, compute.size):
-        drift[t] = 0.9 * drift[t - 1] + np.sqrt(1 - 0.81) * 0.006 * rng.standard_normal()
-    p = np.clip(sigmoid(compute, a, b, c_mid, r0) + drift, 1e-3, 1 - 1e-3)
-    difficulty = rng.beta(2 * p[:, None], 2 * (1 - p[:, None]), (compute.size, 1000))
-    reward = rng.binomial(16, difficulty).sum(axis=1) / 16000
+def _regime_run(rng, params, n_prompts=1000, ema=0.0):
+    """One simulated run of benchmarks/calibration.py's regimes (NOT real training): the paper's
+    curve (R0 0.30, 81 evaluations over 6.3 C_mid) plus a random walk of the policy (sd 0.0015
+    per evaluation), mean@16 evaluation noise on ``n_prompts`` prompts (its variance, p (1 - p)
+    0.375 / n_prompts for Beta(2p, 2(1-p)) prompt difficulties, drawn as a normal), optionally
+    smoothed as W&B does (EMA with weight ``ema``, debiased). Fit on half the budget; the target
+    is the policy's mean expected reward over the last 10% of compute."""
+    c_mid, b, a = params
+    c = np.linspace(0.0, 6.3 * c_mid, 81)
+    p = sigmoid(c, a, b, c_mid, 0.30) + np.cumsum(0.0015 * rng.standard_normal(c.size))
+    p = np.clip(p, 1e-3, 1 - 1e-3)
+    y = p + rng.normal(0.0, np.sqrt(p * (1 - p) * 0.375 / n_prompts))
+    if ema:
+        acc = norm = 0.0
+        for i, v in enumerate(y.copy()):
+            acc, norm = ema * acc + (1 - ema) * v, ema * norm + (1 - ema)
+            y[i] = acc / norm
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fit = fit_sigmoid(
-            compute,
-            reward,
-            r0=reward[0],
-            min_compute=budget * 1500 / 16000,
-            max_compute=budget / 2,
-        )
-    return fit, budget, float(sigmoid(budget, a, b, c_mid, r0))
+        fit = fit_sigmoid(c, y, max_compute=c.max() / 2)
+    return fit, float(c.max()), float(np.mean(p[c > 0.9 * c.max()]))
+
+
+PAPER_PARAMS = [(2542.0, 1.92, 0.61), (2818.0, 1.77, 0.605), (1675.0, 1.09, 0.615)]
 
 
 @pytest.mark.slow
-def test_default_forecast_covers_simulated_runs_at_its_level():
-    # 150 simulated runs (the paper's 8B and batch-512 parameters, binomial noise plus AR(1)
-    # drift), fit on half the budget, forecast at the full budget on the DEFAULT path (AR(1)
-    # bootstrap scaled by the shipped real-run calibration, which never saw these runs). With
-    # 150 runs the coverage's binomial sd is 2.4% at 90% and 3.5% at 75%: a 90% interval gives
-    # >= 0.84 with probability > 99%, a 75% one with probability < 5%. (It over-covers here, ~97%:
-    # real runs leave the sigmoid more than these simulations do.) The plain residual bootstrap on
-    # the same runs must do clearly worse.
-    rng = np.random.default_rng(20261203)
-    hits_default, hits_residual, widths = [], [], []
+@pytest.mark.parametrize(
+    ("regime", "n_prompts", "ema"),
+    [("1,000 prompts", 1000, 0.0), ("low noise", 20_000, 0.0), ("EMA 0.9", 1000, 0.9)],
+)
+def test_default_forecast_covers_simulated_regimes(regime, n_prompts, ema):
+    # Issue 26: the misspecification term was in units of the run's own noise, so a more
+    # precise metric (mean@16 on 20,000 prompts: 58-72%) or a smoothed one (EMA 0.9: 60%) got
+    # an interval too narrow. 150 simulated runs per regime, fit on half the budget, forecast
+    # with the SHIPPED real-run calibration (it never saw a simulation). Pass at >= 129 covered
+    # (86%): a true 90% fails with probability 4.4%, a true 80% passes with probability 3.7%.
+    # And still useful: median width at half budget below 0.08 (measured 0.058-0.065; the
+    # benchmark's 100 runs per regime covered 91%, 99% and 94%). ~1 minute per regime.
+    rng = np.random.default_rng([20261203, n_prompts, int(ema * 10)])
+    hits, widths = [], []
     for i in range(150):
-        params = (2542.0, 1.92, 0.61) if i % 2 == 0 else (2818.0, 1.77, 0.605)
-        fit, budget, truth = _simulated_run(rng, *params)
-        kw = dict(seed=i, progress=False, n=200)  # default guard, default kind
-        fc = forecast(fit, budget, **kw)
-        plain = forecast(fit, budget, kind="residual", **kw)
-        hits_default.append(fc.lower <= truth <= fc.upper)
-        hits_residual.append(plain.lower <= truth <= plain.upper)
+        fit, budget, target = _regime_run(rng, PAPER_PARAMS[i % 3], n_prompts, ema)
+        fc = forecast(fit, budget, seed=i, progress=False, n=200)
+        hits.append(fc.lower <= target <= fc.upper)
         widths.append(fc.upper - fc.lower)
-    assert np.mean(hits_default) >= 0.84
-    # and still useful: the issue's bar is a mean width of about 0.07 on a pass rate at half budget
-    assert np.mean(widths) < 0.08
-    assert np.mean(hits_default) >= np.mean(hits_residual) + 0.075
+    assert sum(hits) >= 129, (regime, sum(hits))
+    assert np.median(widths) < 0.08, (regime, np.median(widths))
+    if regime == "1,000 prompts":  # and not covering everything: two-sided where it can be
+        assert sum(hits) <= 146  # 97%; the benchmark measured 91%
+
+
+def test_regression_a_level_the_calibration_cannot_support_is_unbounded(half_budget_fit):
+    """Above level 0.972 the conformal multiplier was infinite and the forecast returned [0, 1]
+    with unbounded=False and an empty note. 29 calibration runs support levels up to 29/30."""
+    fc = forecast(half_budget_fit, 16000.0, level=0.98, seed=0, progress=False, n=200)
+    assert fc.unbounded and fc.predictive is None
+    assert "UNBOUNDED: a 98% interval needs at least 49 calibration runs" in fc.note
+    assert (fc.lower, fc.upper) == (0.0, 1.0) and math.isinf(fc.info["multiplier"])
+    ok = forecast(half_budget_fit, 16000.0, level=0.96, seed=0, progress=False, n=200)
+    assert not ok.unbounded and "UNBOUNDED" not in ok.note and ok.upper - ok.lower < 0.2
 
 
 def test_no_interval_from_no_degrees_of_freedom():
@@ -164,3 +196,23 @@ def test_a_ceiling_on_its_bound_is_said_beyond_the_data():
     assert "sits on its bound" in fc.note
     inside = forecast(fit, 4000.0, progress=False, seed=0, n=200)
     assert "bound" not in inside.note
+
+
+def test_a_run_unlike_the_calibration_runs_is_said_to_be():
+    # Issue 26, point 1: warn when a run's noise level or evaluation count lies outside what the
+    # calibration saw, and say what to do. A noise-free run (residual sd ~1e-6, the corpus's runs
+    # have 0.006-0.06) fitted on 6 evaluations with R0 fixed (the corpus's shortest fits have 7):
+    c = np.linspace(0, 4000, 11)
+    y = sigmoid(c, 0.6, 1.5, 900.0, 0.3) + np.random.default_rng(1).normal(0, 1e-6, c.size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = fit_sigmoid(c, y, max_compute=2000, r0=0.3)
+    assert fit.n == 6 and fit.dof == 3
+    fc = forecast(fit, 4000.0, seed=0, progress=False, n=200)
+    assert "residual sd" in fc.note and "outside the calibration runs'" in fc.note
+    assert "rlcurves.calibrate" in fc.note
+    assert "fitted on 6 evaluations, fewer than any calibration forecast (7)" in fc.note
+    assert "evaluate more often" in fc.note
+    # the interval does not collapse with the noise: the misspecification is in reward units
+    tau = default_calibration().tau
+    assert fc.upper - fc.lower > 2 * tau * np.sqrt(np.log(4000.0 / 2000.0))

@@ -140,9 +140,8 @@ def test_a_failed_push_is_never_silent():
     pool = SharedPool(PromptPool(50, seed=0, positive_threshold=None))
     src = OffPolicyRollouts(BadPush(), pool, [[5]] * 50, fake_cfg(), 1)
     src.next_batch(1)
-    src.push({"w": torch.zeros(1)}, version=1)
     with pytest.raises(GeneratorFailed, match=r"weight push of policy version 1 failed.*lm_head"):
-        src.next_batch(2)
+        src.push({"w": torch.zeros(1)}, version=1)
     src = PipelineRollouts(BadPush(), pool, [[5]] * 50, fake_cfg(), 0, first_step=1, version=0)
     try:
         src.next_batch(1)
@@ -267,11 +266,46 @@ def test_pipeline_run_resumes_after_a_kill(tmp_path, init_dir):
 
 @pytest.mark.parametrize("mode", ["sync", "ppo-off-policy", "pipeline"])
 def test_every_mode_charges_every_device(tmp_path, init_dir, mode):
-    # devices = 2 (a trainer device and a generator device): the generator's device is held
-    # for the whole run in every mode, idle or not, so gpu_hours counts both everywhere
+    # devices = 2 (on CPU, standing for a trainer device and a generator device): the
+    # generator's device is held for the whole run in every mode, idle or not, so gpu_hours
+    # counts both everywhere; the bill (allocated_gpu_hours: start-up and evaluations too) is
+    # never below it
     T.run(tiny_cfg(init_dir, mode=mode, max_lag=2, steps=2, eval_every=2, devices=2), tmp_path)
     rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     assert {r["kind"] for r in rows} == {"train", "eval"}
     for r in rows:
         assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2, rel=1e-12)
+        assert r["allocated_gpu_hours"] >= r["gpu_hours"]
+    # evaluation and start-up are billed: the bill grows past the busy hours
+    assert rows[-1]["allocated_gpu_hours"] > rows[-1]["gpu_hours"] > 0
     assert rows[-1]["wall_seconds"] > 0
+
+
+@pytest.mark.parametrize(("mode", "expected"), [("ppo-off-policy", 4), ("sync", 8)])
+def test_the_loop_gathers_weights_only_when_the_generator_uses_them(
+    tmp_path, init_dir, monkeypatch, mode, expected
+):
+    # 7 steps, evaluations at 0 and 7 (the torch evaluator takes the weights at each). With
+    # PPO-off-policy-3 only the rounds' last steps 3 and 6 are pushed (2 + 2 = 4); sync pushes
+    # steps 1-6 (6 + 2 = 8); nobody takes step 7's but the evaluation. With several ranks each
+    # of these reads is a collective gather, so a push nobody uses costs one per parameter.
+    from recipe import distributed
+
+    real, reads = distributed.model_weights, []
+
+    def counting(model, ranks):
+        weights = real(model, ranks)
+        inner = weights._items
+
+        def items():
+            reads.append(1)
+            return inner()
+
+        weights._items = items
+        return weights
+
+    monkeypatch.setattr(distributed, "model_weights", counting)
+    T.run(tiny_cfg(init_dir, mode=mode, max_lag=3, steps=7, eval_every=100), tmp_path)
+    rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 8))
+    assert len(reads) == expected

@@ -103,9 +103,17 @@ def test_plot_comparison_and_loglog(comparison, tmp_path):
     _check(fig, ax, tmp_path, "comparison")
     fig2, ax2 = _own_axes()
     assert P.plot_loglog(comparison, ax=ax2) is fig2
-    # shared-A refits of the variants within the margin: base and b, not low
-    assert len(ax2.lines) == 2
-    assert "shared A" in ax2.get_title()
+    # issue 26: every variant, refitted at the shared A; "low", whose own ceiling is not shown
+    # equal to the baseline's, is kept and marked (dashed, named in the legend), not dropped
+    assert len(ax2.lines) == 3
+    styles = {line.get_label().split(":")[0]: line.get_linestyle() for line in ax2.lines}
+    assert styles["low"] == "--" and styles["base"] == "-"
+    legend2 = " ".join(t.get_text() for t in ax2.get_legend().get_texts())
+    assert "ceiling not shown equal" in legend2 and "shared A" in ax2.get_title()
+    ll = comparison.loglog()
+    assert set(ll["variant"]) == {"base", "b", "low"}
+    assert not ll[ll["variant"] == "low"]["same_ceiling"].any()
+    assert ll[ll["variant"] == "base"]["same_ceiling"].all()
     _check(fig2, ax2, tmp_path, "loglog")
     fig3 = P.plot_loglog(dict(comparison.fits))
     assert len(fig3.axes[0].lines) == 3

@@ -4,6 +4,7 @@ test cannot give (a make target, a training run) are listed below with where the
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -117,3 +118,58 @@ def test_point7_notebook_prose_quotes_no_typed_in_results():
                 prose.append(line)
         typed = set(re.findall(r"\d+\.\d{2,}", "\n".join(prose))) - TYPED_IN_PROSE
         assert not typed, f"{path.name}: numbers typed into the prose (compute them): {typed}"
+
+
+def _benchmark_module():
+    sys.path.insert(0, str(ROOT))
+    try:
+        import benchmarks.calibration as bench
+    finally:
+        sys.path.remove(str(ROOT))
+    return bench
+
+
+def test_readme_calibration_tables_are_what_the_benchmark_printed():
+    """Issue 26: README's calibration tables are `python -m benchmarks.calibration`'s output for
+    the results it wrote (benchmarks/results/calibration.json), row for row, and the figures in
+    words match them."""
+
+    bench = _benchmark_module()
+    res = json.loads((ROOT / "benchmarks" / "results" / "calibration.json").read_text())
+    tables = (
+        bench.real_table(res["real"]),
+        bench.pooled_table(res["real_pooled"]),
+        bench.misspecification_tables(res["misspecification"]),
+        bench.regime_table(res["regimes"]),
+    )
+    for table in tables:
+        for line in table.splitlines():
+            if line.startswith("|"):
+                assert line in README, f"README lacks the benchmark's row: {line}"
+    pooled = {(r["split"], r["fraction"]): r for r in res["real_pooled"]}
+    loro = [pooled["leave-one-run-out", f]["covered"] for f in (0.25, 0.5, 0.75)]
+    assert f"{loro[0]}, {loro[1]} and {loro[2]} of the 29 runs" in README
+    # the issue's target for every fraction, both ways: 85-97% of the runs covered
+    for row in res["real_pooled"]:
+        assert row["n"] == 29 and 0.85 <= row["coverage"] <= 0.97, row
+
+
+def test_benchmark_records_are_reproduced_by_the_library():
+    """A few of the benchmark's leave-one-run-out records, recomputed through the public path
+    (the shipped calibration less the run, which is what the benchmark's calibration of every run
+    less the run is; tests/test_calibrate.py checks the shipped one is reproduced)."""
+
+    from rlcurves.calibrate import default_calibration, load_corpus
+
+    bench = _benchmark_module()
+    res = json.loads((ROOT / "benchmarks" / "results" / "calibration.json").read_text())
+    corpus = load_corpus()
+    shipped = default_calibration()
+    wanted = [r for r in res["real_records"] if r["split"] == "leave-one-run-out"]
+    for rec in (wanted[0], wanted[len(wanted) // 2], wanted[-1]):
+        frame = corpus[rec["run"]]
+        c, r = frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)
+        fit = bench.fit_prefix(c, r, rec["fraction"])
+        again = bench.forecast_record(fit, c, r, shipped.without(rec["run"]), 0)
+        for key in ("forecast", "lower", "upper", "observed"):
+            assert again[key] == pytest.approx(rec[key], abs=1e-6), (rec["run"], key)

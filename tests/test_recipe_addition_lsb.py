@@ -163,7 +163,7 @@ OLD_WARM_UP = {
 def test_old_warm_up_is_unchanged(tmp_path, with_task):
     from safetensors.torch import load_file
 
-    from recipe.task import split_problems
+    from recipe.tasks.addition import split_problems
 
     torch.set_num_threads(1)
     pool, _ = split_problems(3, 300, 10, seed=0)

@@ -53,6 +53,7 @@ if ranks.main:
     torch.save({"weights": weights, "pool": pool.state_dict()}, out / "result.pt")
     (out / "row.json").write_text(json.dumps(row))
 distributed.close(ranks)
+distributed.end_process()
 """
 
 
@@ -226,9 +227,13 @@ def test_two_rank_run_writes_one_log_that_read_log_reads_and_resumes_after_a_kil
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 2, 4, 6]
     assert all(b["wall_seconds"] > a["wall_seconds"] for a, b in itertools.pairwise(train))
     assert (out / "final" / "config.json").exists()
-    # accounting: one device per rank (cfg.devices = 1 is the one-rank run's)
+    # accounting: one device per rank (cfg.devices = 1 is the one-rank run's); the bill is
+    # never below it, and continues across the kill
     for r in train:
         assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2)
+    assert all(r["allocated_gpu_hours"] >= r["gpu_hours"] for r in rows)
+    billed = [r["allocated_gpu_hours"] for r in rows]
+    assert billed == sorted(billed)
     from recipe.model import load_policy
 
     n = sum(p.numel() for p in load_policy(init_dir, torch.device("cpu"))[0].parameters())
@@ -302,6 +307,84 @@ def test_a_hung_rank_fails_the_job_after_dist_timeout(tmp_path):
     assert "timed out waiting 3000ms" in proc.stderr.lower(), proc.stderr[-4000:]  # ours: 3 s
 
 
+# Issue 25: rank 1 reached the end first and died in teardown with "terminate called without an
+# active exception" (SIGABRT). A gloo worker thread frees a finished collective's tensors just
+# after the caller has moved on, which takes the GIL; one still waiting for it when the
+# interpreter starts finalizing is ended by pthread_exit, which aborts the process. Here rank 1
+# closes while rank 0 is still busy and then keeps the GIL (as a loaded machine's slow last
+# steps do), so that its worker thread is still waiting when the rank ends: ending through
+# finalization (a bare destroy_process_group) aborts every time.
+EARLY_CLOSE = """
+import sys, time, torch, torch.distributed as dist
+from recipe import distributed
+ranks = distributed.init(torch.device("cpu"))
+held = dist.group.WORLD  # as the trainer's FSDP modules and DTensor's caches hold the group
+
+
+class Finalized:  # collected only if the interpreter finalizes; its output wakes gloo's threads
+    def __del__(self, err=sys.stderr, rank=ranks.rank):
+        print(f"rank {rank} finalized the interpreter", file=err, flush=True)
+
+
+marker = Finalized()
+gathered = [torch.zeros(1000) for _ in range(ranks.world)]
+work = dist.all_gather(gathered, torch.ones(1000), async_op=True)
+del gathered, work  # freed by gloo's worker thread when the collective ends: it takes the GIL
+if ranks.rank == 0:
+    time.sleep(1)  # still busy (writing its files) when rank 1 reaches close()
+distributed.close(ranks)
+sys.setswitchinterval(100)  # from here this thread keeps the GIL
+start = time.perf_counter()
+while time.perf_counter() - start < 2:
+    pass
+distributed.end_process()
+"""
+
+
+# ~10 s (one 2-rank launch of a script that imports torch)
+def test_a_rank_that_closes_first_ends_without_the_gloo_teardown_abort(tmp_path):
+    script = tmp_path / "early_close.py"
+    script.write_text(EARLY_CLOSE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(
+        [*TORCHRUN, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "terminate called" not in proc.stderr
+    # the cure: a rank ends without finalizing the interpreter, the step that aborts a thread
+    # waiting for the GIL
+    assert "finalized the interpreter" not in proc.stderr
+
+
+# A rank that fails leaves at once: close() starts no barrier with an exception in flight (rank 0
+# is elsewhere, as after a failure it may be, and would never join one).
+FAILING_RANK = """
+import time, torch
+from recipe import distributed
+ranks = distributed.init(torch.device("cpu"), timeout=300.0)
+try:
+    if ranks.rank == 1:
+        raise RuntimeError("rank 1 failed")
+    time.sleep(600)
+finally:
+    distributed.close(ranks)
+"""
+
+
+# ~10 s (one 2-rank launch of a script that imports torch)
+def test_a_failing_rank_closes_without_waiting_for_the_others(tmp_path):
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING_RANK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    # a barrier in close() would hold rank 1 for the 300 s collective timeout, past the 120 s
+    proc = subprocess.run(
+        [*TORCHRUN, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "rank 1 failed" in proc.stderr, proc.stderr[-4000:]
+
+
 def test_the_trainer_passes_dist_timeout_to_the_process_group(tmp_path, monkeypatch):
     from recipe import distributed
     from recipe.train import run
@@ -316,3 +399,95 @@ def test_the_trainer_passes_dist_timeout_to_the_process_group(tmp_path, monkeypa
     with pytest.raises(KeyboardInterrupt):
         run(recipe_helpers.C.from_dict({"dist_timeout": 77}), tmp_path / "run")
     assert seen == [77]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ~30 s idle (two agents, one rank each): the README's two-node launch, on one machine
+def test_a_two_node_launch_on_one_machine_writes_one_log(tmp_path, init_dir):
+    cfg = recipe_helpers.tiny_cfg(init_dir, steps=3, eval_every=3, checkpoint_every=3)
+    config = tmp_path / "config.yaml"
+    config.write_text(recipe_helpers.C.to_yaml(cfg))
+    out = tmp_path / "run"  # the folder every node sees
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+
+    def agent(node: int) -> subprocess.Popen:
+        cmd = [
+            sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank",
+            str(node), "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+            "--master-port", str(port), "-m", "recipe.train", "--config", str(config),
+            "--out", str(out),
+        ]  # fmt: skip
+        log = open(tmp_path / f"node{node}.txt", "w")
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    agents = [agent(0), agent(1)]
+    try:
+        codes = [a.wait(timeout=600) for a in agents]
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                a.kill()
+            a.stdout and a.stdout.close()
+    texts = [(tmp_path / f"node{n}.txt").read_text()[-3000:] for n in (0, 1)]
+    assert codes == [0, 0], texts
+    rows = recipe_helpers.read_log(out / "log.jsonl")  # rank 0's, the only one
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [0, 3]
+    for r in rows:  # two ranks (one per node): two devices, the bill at least that
+        assert r["gpu_hours"] == pytest.approx(r["wall_seconds"] / 3600 * 2)
+        assert r["allocated_gpu_hours"] >= r["gpu_hours"]
+    # both ranks wrote their checkpoint shards into the shared folder
+    shards = out / "checkpoint.pt.shards" / "step-3"
+    assert sorted(p.name for p in shards.glob("*.distcp")) == ["__0_0.distcp", "__1_0.distcp"]
+    assert (out / "final" / "config.json").exists()
+
+
+# FSDP2 with the bf16 policy, on one rank of a gloo group (world 1): the input of a decoder
+# layer after the first is the residual stream. FSDP2's default would cast it to bf16 at every
+# layer; one process under autocast keeps it FP32, and so must the sharded trainer.
+RESIDUAL = """
+import sys, torch, torch.distributed as dist
+from torch.distributed.fsdp import MixedPrecisionPolicy
+from recipe import distributed
+from recipe.forward import completion_logprobs
+from recipe.model import load_policy
+dist.init_process_group("gloo", rank=0, world_size=1)
+for name in ("recipe", "fsdp-default"):
+    model, tok = load_policy(sys.argv[1])
+    layers = distributed.decoder_layers(model)
+    layer_policy, root_policy = distributed.precision_policies(bf16=True, fp32_head=True)
+    if name == "fsdp-default":  # the control: FSDP2's own default
+        layer_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    distributed.fully_shard_model(model, layer_policy, root_policy)
+    seen = []
+    layers[-1].register_forward_pre_hook(lambda m, args, kw: seen.append(
+        (args[0] if args else kw["hidden_states"]).dtype), with_kwargs=True)
+    completion_logprobs(model, [[1, 2, 3]], [[4, 5]], fp32_head=True, temperature=1.0,
+                        pad_id=tok.pad_token_id, dtype="bfloat16")
+    print(name, seen[0])
+dist.destroy_process_group()
+"""
+
+
+# ~10 s idle (one process)
+def test_the_sharded_bf16_trainer_keeps_the_residual_stream_in_fp32(tmp_path, init_dir):
+    script = tmp_path / "residual.py"
+    script.write_text(RESIDUAL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, str(script), str(init_dir)], cwd=ROOT, env=env, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dtypes = dict(line.split() for line in proc.stdout.splitlines()[-2:])
+    assert dtypes == {"recipe": "torch.float32", "fsdp-default": "torch.bfloat16"}

@@ -319,3 +319,26 @@ def test_more_engines_than_gpus_is_refused_with_the_fix(monkeypatch):
     cfg = C.from_dict({"generator": "vllm", "generators": 6, "device": "cuda"})
     with pytest.raises(ConfigError, match=r"need GPUs \[2, 3, 4, 5, 6, 7\].*shows 4"):
         engine_layout(cfg, torch.device("cuda"), two)
+
+
+def test_the_launch_layout_is_rank_0s_on_every_node(monkeypatch):
+    # a rank on node 1 of a two-node launch: its own node has 8 trainer ranks and 8 GPUs, so
+    # working the engines out from its LOCAL_WORLD_SIZE would ask for GPUs 8-13 and refuse.
+    # It takes rank 0's layout (2 trainer ranks there, engines on GPUs 2-7) instead.
+    import recipe.run as run_mod
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("only rank 0 places the engines")
+
+    rank0 = ([2, 3, 4, 5, 6, 7], 16)
+    monkeypatch.setattr(run_mod, "engine_layout", must_not_run)
+    monkeypatch.setattr(run_mod.distributed, "broadcast", lambda obj, ranks: rank0)
+    monkeypatch.setattr(run_mod.distributed, "all_sum", lambda values, ranks: [16.0])
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    cfg = C.from_dict({"generator": "vllm", "generators": 6, "device": "cuda"})
+    node1 = distributed.Ranks(rank=9, world=10, local=7)
+    layout = run_mod.launch_layout(cfg, node1, torch.device("cuda"))
+    assert layout == run_mod.Layout(engines=[2, 3, 4, 5, 6, 7], in_use=16, held=16)
+    # the job holds what its nodes show, never less than it uses
+    monkeypatch.setattr(run_mod.distributed, "all_sum", lambda values, ranks: [0.0])
+    assert run_mod.launch_layout(cfg, node1, torch.device("cuda")).held == 16

@@ -97,3 +97,15 @@ def test_loss_mask_drops_the_forced_span():
     c = Completion([5, 6, 90, 91, 7], [0.0] * 5, [0] * 5, False, forced=(2, 4))
     assert T.loss_mask(c) == [1.0, 1.0, 0.0, 0.0, 1.0]
     assert torch.tensor(T.loss_mask(Completion([1], [0.0], [0], True))).sum() == 1
+
+
+def test_entropy_leaves_the_forced_tokens_out():
+    # regression: the forced tokens' log-probs (0: they were not sampled) were averaged in,
+    # pulling the entropy estimate toward 0 as length control got more frequent
+    free = Completion([1, 2], [-1.0, -3.0], [0, 0], False)
+    forced = Completion([1, 90, 91, 2], [-2.0, 0.0, 0.0, -2.0], [0] * 4, False, forced=(1, 3))
+    assert T.entropy([free, forced]) == (1.0 + 3.0 + 2.0 + 2.0) / 4
+    assert T.entropy([free]) == 2.0  # no length control: the plain mean of -log pi
+    # a queued vLLM request whose KV may be older than its tokens counts as mixed
+    assert Completion([1], [-1.0], [5], False, kv_version=4).mixed
+    assert not Completion([1], [-1.0], [5], False, kv_version=5).mixed

@@ -169,7 +169,7 @@ def test_warm_up_is_seeded_and_deterministic(tmp_path):
     from safetensors.torch import load_file
 
     from recipe.model import warm_up
-    from recipe.task import split_problems
+    from recipe.tasks.addition import split_problems
 
     pool, _ = split_problems(3, 200, 10, seed=0)
     kw = {"n_layer": 1, "hidden": 32, "heads": 4, "intermediate": 64, "steps": 5, "batch": 16}
@@ -185,7 +185,7 @@ def test_warm_up_target_stops_at_the_first_probe_that_reaches_it(tmp_path):
     from safetensors.torch import load_file
 
     from recipe.model import warm_up
-    from recipe.task import split_problems
+    from recipe.tasks.addition import split_problems
 
     pool, _ = split_problems(3, 300, 10, seed=0)
     kw = {"n_layer": 1, "hidden": 32, "heads": 4, "intermediate": 64, "batch": 16, "mix": 0.25}

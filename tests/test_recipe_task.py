@@ -1,6 +1,8 @@
 """The addition task: format, verifier, split."""
 
-from recipe.task import Problem, easy_problems, has_carry, reward, split_problems
+import pytest
+
+from recipe.tasks.addition import Problem, easy_problems, has_carry, reward, split_problems
 
 
 def test_prompt_and_answer_format():
@@ -37,3 +39,19 @@ def test_easy_problems_never_carry():
     probs = easy_problems(3, 500, seed=0)
     assert not any(has_carry(p.a, p.b, 3) for p in probs)
     assert len({(p.a, p.b) for p in probs}) > 400
+
+
+def test_the_old_module_still_imports_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    import recipe.tasks.addition as home
+
+    sys.modules.pop("recipe.task", None)
+    with pytest.warns(DeprecationWarning, match=r"recipe\.tasks\.addition"):
+        old = importlib.import_module("recipe.task")
+    assert (old.split_problems, old.Problem, old.reward) == (
+        home.split_problems,
+        home.Problem,
+        home.reward,
+    )

@@ -62,7 +62,8 @@ def test_smoke_config_runs_and_writes_a_valid_log(tmp_path):
 
 def _compare(a, b):
     """Same rows except the timing fields."""
-    timing = {"gpu_hours", "wall_seconds", "generator_idle_fraction", "trainer_idle_fraction"}
+    timing = {"gpu_hours", "allocated_gpu_hours", "wall_seconds", "generator_idle_fraction",
+              "trainer_idle_fraction"}  # fmt: skip
     assert [{k: v for k, v in r.items() if k not in timing} for r in a] == [
         {k: v for k, v in r.items() if k not in timing} for r in b
     ]
@@ -87,6 +88,12 @@ def test_killed_run_resumes_without_lost_or_duplicated_rows(tmp_path, init_dir):
     hours = [r["gpu_hours"] for r in rows]
     assert hours == sorted(hours)
     assert rows[:3] == before[:3]
+    # the bill continues from the last row the killed process wrote (step 3's, dropped from the
+    # log but paid for), and is never below the busy hours
+    billed = [r["allocated_gpu_hours"] for r in rows]
+    assert billed == sorted(billed)
+    assert rows[3]["allocated_gpu_hours"] > before[-1]["allocated_gpu_hours"]
+    assert all(r["allocated_gpu_hours"] >= r["gpu_hours"] for r in rows)
     # and the resumed run is the run that was never killed (same samples, same updates)
     _compare(rows, recipe_helpers.read_log(tmp_path / "straight" / "log.jsonl"))
 

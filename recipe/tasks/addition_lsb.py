@@ -1,16 +1,16 @@
 """Addition with the answer least-significant digit first, fixed width: a format small models learn.
 
-The prompt is the old task's (``"347+086="``, :mod:`recipe.task`); the answer is the sum padded
-to ``digits + 1`` digits and written backwards: 347 + 86 = 433 -> ``"0433"`` -> ``"3340"``, and
-999 + 999 = 1998 -> ``"8991"``. Why: a causal model writing the most significant digit first must
-know every carry before its first token (the old task: the warm-up model solved 0% of the
+The prompt is the old task's (``"347+086="``, :mod:`recipe.tasks.addition`); the answer is the sum
+padded to ``digits + 1`` digits and written backwards: 347 + 86 = 433 -> ``"0433"`` -> ``"3340"``,
+and 999 + 999 = 1998 -> ``"8991"``. Why: a causal model writing the most significant digit first
+must know every carry before its first token (the old task: the warm-up model solved 0% of the
 4-digit sums, and zero-variance filtering dropped them from RL's first step); written backwards,
 each digit depends only on its own column and the carry out of the digit just written, and every
 answer has the same length, so a 4-digit sum is no longer a different output shape.
 
 Reward: 1 for exactly the answer followed by EOS, 0 otherwise. The train/validation split is the
-old task's (:func:`recipe.task.split_problems`, same seed, same problems), so the two tasks'
-validation sets are the same problems and their pass rates are comparable problem by problem.
+old task's (:func:`recipe.tasks.addition.split_problems`, same seed, same problems), so the two
+tasks' validation sets are the same problems and their pass rates are comparable problem by problem.
 
 Validation is also reported per class (:meth:`AdditionLSBTask.prompt_class`): the number of
 columns that carry, ``carries_0`` ... ``carries_<digits>``, since those are what the model must
@@ -24,33 +24,13 @@ from collections.abc import Sequence
 
 import torch
 
-from recipe.task import split_problems
 from recipe.tasks import Prompt, Task
+from recipe.tasks.addition import carries, parse_prompt, split_problems
 
 
 def lsb_answer(a: int, b: int, digits: int) -> str:
     """``a + b`` zero-padded to ``digits + 1`` digits, least-significant digit first."""
     return f"{a + b:0{digits + 1}d}"[::-1]
-
-
-def parse_prompt(text: str) -> tuple[int, int, int]:
-    """``"347+086="`` -> (347, 86, 3): the operands and the digits per operand."""
-    left, sep, rest = text.partition("+")
-    right = rest.removesuffix("=")
-    if not sep or not rest.endswith("=") or not (left.isdigit() and right.isdigit()):
-        raise ValueError(f"not an addition prompt of the form '347+086=': {text!r}")
-    return int(left), int(right), len(left)
-
-
-def carries(a: int, b: int, digits: int) -> int:
-    """How many of the ``digits`` columns carry into the next one (a carry taken in counts:
-    ``950 + 050`` carries in the tens and in the hundreds, so 2)."""
-    count, carry = 0, 0
-    for _ in range(digits):
-        carry = int(a % 10 + b % 10 + carry >= 10)
-        count += carry
-        a, b = a // 10, b // 10
-    return count
 
 
 def mix_weights(mix: float, digits: int) -> list[float]:
@@ -72,7 +52,7 @@ class AdditionLSBTask(Task):
     n_train, n_val : int
         Sizes of the training pool and the validation set (the old task's split).
     seed : int
-        Seed of the split (:func:`recipe.task.split_problems`).
+        Seed of the split (:func:`recipe.tasks.addition.split_problems`).
     class_weights : sequence of float, optional
         Share of each carry class (0 .. ``digits`` carries) in the warm-up examples; default
         equal shares (:data:`WARMUP_CLASS_WEIGHTS` for 3 digits).

@@ -1,0 +1,343 @@
+"""Model combination: the sigmoid and the power law, weighted by their skill on the run's own past.
+
+The sigmoid is the fit (as in the paper), but it can be wrong past its window: a run that climbs
+fast and then keeps creeping up is saturated too early by it, and the power law ``R = A - D /
+C^B`` (:mod:`rlcurves.powerlaw`), the sigmoid's own limit for C >> C_mid, then extrapolates
+better. :func:`combine` puts the two together for :func:`rlcurves.forecast` (and through it for
+the monitor and the sweep race), in one place:
+
+- **The power law is fitted on the tail of the window**, compute from a quarter of the window's
+  end on (the last ln 4 = 1.4 e-folds; all positive compute when that leaves fewer than 6
+  points): the form describes the late regime, and fitted over a run's fast early climb it
+  overshoots (from a quarter of the budget its median error fell from 0.027 to 0.013 on the
+  GSM8K runs with the tail fit; ``benchmarks/calibration.py``).
+- **Weights from self-backtests**: each family is refitted on the first 35%, 50% and 70% of the
+  window's compute and forecasts the mean of the window's last 10% (the same quantity as the
+  forecast itself); the weights are inversely proportional to each family's mean squared
+  backtest error (Bates and Granger's inverse-MSE combination). Nothing past the window is used.
+- **The combination**: ``mean = w_s m_s + w_p m_p``; the spread of the two-component mixture,
+  ``w_s w_p (m_p - m_s)^2``, enters the predictive variance (so the interval widens where the
+  families disagree and both have weight). Inside the fit window the sigmoid alone is used (it
+  is fitted to those points; the tail power law would extrapolate backwards).
+
+The forecast quantity is a run's **level** at compute ``C``: the mean of its evaluations over the
+last 10% of compute up to ``C`` (``k`` evaluations, from the window's evaluation spacing). That is
+what "a run ends at ..." means when runs are compared, and what the calibration scores on
+finished runs (:mod:`rlcurves.calibrate`). Its noise is that of a mean of ``k`` AR(1) evaluations.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import RLCurvesError
+
+if TYPE_CHECKING:
+    from .powerlaw import PowerLawFit
+    from .result import SigmoidFit
+
+# Fraction of compute at the end a run's level averages over.
+LEVEL_WINDOW = 0.1
+# The power law is fitted on compute >= TAIL * (end of the window) ...
+TAIL = 0.25
+# ... when that leaves at least this many points (else on all positive compute).
+TAIL_MIN_POINTS = 6
+# Self-backtests: refit on the first fraction of the window's compute, forecast its last 10%.
+BACKTEST_CUTS = (0.35, 0.5, 0.7)
+# At most this many grid points per forecast point when averaging a curve over the level window.
+_MAX_WINDOW_POINTS = 64
+
+
+@dataclass(eq=False)
+class Ensemble:
+    """The two families' forecasts of a run's level at ``at`` and how they combine.
+
+    Attributes
+    ----------
+    at : numpy.ndarray
+        Compute values forecast.
+    k : numpy.ndarray
+        Evaluations averaged in the level at each point.
+    mean : numpy.ndarray
+        The combined forecast of the level.
+    point : numpy.ndarray
+        The combined curve at ``at`` (the center for one evaluation).
+    sigmoid, power_law : numpy.ndarray
+        Each family's forecast of the level (``power_law`` is NaN where it could not be fitted).
+    weights : dict
+        ``{"sigmoid": w_s, "power_law": w_p}`` beyond the window (inside it the sigmoid alone).
+    w_power_law : numpy.ndarray
+        The power law's weight at each point (0 inside the fit window).
+    distance : numpy.ndarray
+        Log compute of the level window's center past the end of the fit window (0 inside).
+    fit_var, mix_var, noise_var, noise_var_one : numpy.ndarray
+        Variance components: the sigmoid's bootstrap spread of the level, the mixture's
+        ``w_s w_p (m_p - m_s)^2``, the noise of the level (a mean of ``k`` AR(1) evaluations)
+        and of one evaluation.
+    backtests : dict
+        Per family, the signed backtest errors by cut.
+    power_law_fit : PowerLawFit or None
+        The tail power law.
+    """
+
+    at: np.ndarray
+    k: np.ndarray
+    mean: np.ndarray
+    point: np.ndarray
+    sigmoid: np.ndarray
+    power_law: np.ndarray
+    weights: dict[str, float]
+    w_power_law: np.ndarray
+    distance: np.ndarray
+    fit_var: np.ndarray
+    mix_var: np.ndarray
+    noise_var: np.ndarray
+    noise_var_one: np.ndarray
+    noise_sd: float
+    rho: float
+    backtests: dict[str, dict[float, float]] = field(default_factory=dict)
+    power_law_fit: PowerLawFit | None = field(default=None, repr=False)
+
+    @property
+    def disagreement(self) -> np.ndarray:
+        """Power law minus sigmoid forecast of the level (NaN without a power law)."""
+        return self.power_law - self.sigmoid
+
+    @property
+    def driver(self) -> str:
+        """The family with the larger weight beyond the window."""
+        return "power law" if self.weights["power_law"] > 0.5 else "sigmoid"
+
+    def summary_line(self, at_index: int = -1) -> str:
+        """Which family drives the forecast and how far the two disagree, in words."""
+        ws, wp = self.weights["sigmoid"], self.weights["power_law"]
+        i = at_index
+        if not np.isfinite(self.power_law[i]):
+            return "sigmoid alone (the power law could not be fitted to the window's tail)"
+        return (
+            f"{self.driver} drives the forecast (weights from self-backtests: sigmoid {ws:.2f}, "
+            f"power law {wp:.2f}); at C = {self.at[i]:.4g} the sigmoid says {self.sigmoid[i]:.3f}, "
+            f"the power law {self.power_law[i]:.3f} (they differ by {self.disagreement[i]:+.3f})"
+        )
+
+
+def level_grid(at: float, spacing: float) -> np.ndarray:
+    """The compute points a run's level at ``at`` averages: ``k`` evaluations ``spacing`` apart
+    ending at ``at``, ``k = max(1, round(0.1 at / spacing))`` (capped at 64 grid points)."""
+    if not (spacing > 0 and math.isfinite(spacing)):
+        return np.array([at])
+    k = max(1, round(LEVEL_WINDOW * at / spacing))
+    grid = at - spacing * np.arange(k)
+    if k > _MAX_WINDOW_POINTS:
+        grid = np.linspace(grid[-1], at, _MAX_WINDOW_POINTS)
+    return grid[grid > 0] if np.any(grid > 0) else np.array([at])
+
+
+def n_level(at: float, spacing: float) -> int:
+    """Number of evaluations in the level at ``at`` (see :func:`level_grid`)."""
+    if not (spacing > 0 and math.isfinite(spacing)):
+        return 1
+    return max(1, round(LEVEL_WINDOW * at / spacing))
+
+
+def ar1_mean_variance(k: int, rho: float) -> float:
+    """Variance of the mean of ``k`` AR(1) values of unit variance and lag-1 correlation rho."""
+    if k <= 1:
+        return 1.0
+    j = np.arange(1, k)
+    rho = min(max(float(rho), 0.0), 0.95)
+    return float((1.0 + 2.0 * np.sum((1.0 - j / k) * rho**j)) / k)
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+def fit_tail_power_law(compute: np.ndarray, reward: np.ndarray, end: float) -> PowerLawFit:
+    """The power law fitted on the window's tail (compute >= TAIL * end), see the module doc."""
+    from .powerlaw import fit_power_law
+
+    lo = TAIL * end
+    if np.sum((compute >= lo) & (compute <= end) & (compute > 0)) < TAIL_MIN_POINTS:
+        lo = None
+    return _quiet(fit_power_law, compute, reward, min_compute=lo, max_compute=end)
+
+
+def _refit_sigmoid(fit: SigmoidFit, max_compute: float) -> SigmoidFit:
+    """``fit``'s settings on its own window, cut at ``max_compute``."""
+    from .fit import fit_sigmoid
+
+    return _quiet(
+        fit_sigmoid,
+        fit.fit_compute,
+        fit.fit_reward,
+        r0=fit.r0_fixed,
+        min_compute=fit.min_compute,
+        max_compute=max_compute,
+        bounds={"A": tuple(fit.bounds.A), "R0": tuple(fit.bounds.R0)},
+    )
+
+
+def backtest_errors(fit: SigmoidFit) -> dict[str, dict[float, float]]:
+    """Signed errors (observed minus forecast) of each family's forecast of the window's last 10%
+    from the first 35%, 50% and 70% of its compute (NaN where a family could not be fitted)."""
+    c, r = fit.fit_compute, fit.fit_reward
+    end = float(np.max(c))
+    out: dict[str, dict[float, float]] = {"sigmoid": {}, "power_law": {}}
+    for cut_fraction in BACKTEST_CUTS:
+        cut = cut_fraction * end
+        held = (c > max(cut, (1 - LEVEL_WINDOW) * end)) & (c <= end)
+        for name in out:
+            err = math.nan
+            if held.any():
+                try:
+                    model = (
+                        _refit_sigmoid(fit, cut)
+                        if name == "sigmoid"
+                        else fit_tail_power_law(c, r, cut)
+                    )
+                    pred = np.asarray(model.predict(c[held]), dtype=float)
+                    err = float(np.mean(r[held]) - np.mean(pred))
+                except RLCurvesError:
+                    pass
+            out[name][cut_fraction] = err if math.isfinite(err) else math.nan
+    return out
+
+
+def backtest_weights(errors: dict[str, dict[float, float]]) -> dict[str, float]:
+    """Inverse-MSE weights over the cuts both families forecast (sigmoid alone when none)."""
+    es = np.array([errors["sigmoid"][k] for k in BACKTEST_CUTS])
+    ep = np.array([errors["power_law"][k] for k in BACKTEST_CUTS])
+    ok = np.isfinite(es) & np.isfinite(ep)
+    if not ok.any():
+        return {"sigmoid": 1.0, "power_law": 0.0}
+    mse_s = max(float(np.mean(es[ok] ** 2)), 1e-14)
+    mse_p = max(float(np.mean(ep[ok] ** 2)), 1e-14)
+    ws = (1.0 / mse_s) / (1.0 / mse_s + 1.0 / mse_p)
+    return {"sigmoid": ws, "power_law": 1.0 - ws}
+
+
+def combine(
+    fit: SigmoidFit,
+    at: np.ndarray,
+    curves: Callable[[np.ndarray], np.ndarray],
+    *,
+    rho: float | None = None,
+) -> Ensemble:
+    """The combined forecast of the run's level at ``at`` (see the module docstring).
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        The sigmoid fit. Only its window's data are used.
+    at : numpy.ndarray
+        Compute values.
+    curves : callable
+        ``curves(compute) -> (n_samples, len(compute))``: the sigmoid's bootstrap curves (their
+        spread is the fit uncertainty).
+    rho : float, optional
+        Lag-1 autocorrelation of the evaluation noise (default: from the residuals).
+    """
+    from .calibrate import residual_sd
+
+    at = np.atleast_1d(np.asarray(at, dtype=float))
+    c = fit.fit_compute
+    end = float(np.max(c))
+    uniq = np.unique(c)
+    spacing = float(np.median(np.diff(uniq))) if uniq.size > 1 else math.nan
+    grids = [level_grid(float(a), spacing) for a in at]
+    k = np.array([n_level(float(a), spacing) for a in at])
+    centers = np.array([float(np.mean(g)) for g in grids])
+    sig = np.array([float(np.mean(fit.predict(g))) for g in grids])
+    point_s = np.asarray(fit.predict(at), dtype=float)
+
+    errors = backtest_errors(fit)
+    try:
+        pl = fit_tail_power_law(c, fit.fit_reward, end)
+    except RLCurvesError:
+        pl = None
+    if pl is None:
+        weights = {"sigmoid": 1.0, "power_law": 0.0}
+        plv = np.full(at.size, np.nan)
+        point_p = np.full(at.size, np.nan)
+    else:
+        weights = backtest_weights(errors)
+        with np.errstate(all="ignore"):
+            plv = np.array([float(np.mean(pl.predict(g))) for g in grids])
+            point_p = np.asarray(pl.predict(at), dtype=float)
+    # the power law only beyond the window, and only where its forecast is a finite value
+    plv = np.where(np.isfinite(plv) & (np.abs(plv) < 1e6), plv, np.nan)
+    ok = (at > end) & np.isfinite(plv) & np.isfinite(point_p)
+    wp = np.where(ok, weights["power_law"], 0.0)
+    plz, ppz = np.where(ok, plv, 0.0), np.where(ok, point_p, 0.0)
+    mean = (1 - wp) * sig + wp * plz
+    point = (1 - wp) * point_s + wp * ppz
+    mix = wp * (1 - wp) * np.where(ok, plz - sig, 0.0) ** 2
+
+    draws = np.asarray(curves(centers), dtype=float)
+    fit_var = np.nanvar(draws, axis=0) if draws.shape[0] > 1 else np.zeros(at.size)
+    noise = residual_sd(fit)
+    if rho is None:
+        res = fit.fit_reward - np.asarray(fit.predict(c), dtype=float)
+        den = float(np.sum(res**2))
+        rho = float(np.sum(res[1:] * res[:-1]) / den) if den > 0 and res.size > 2 else 0.0
+    noise_var = noise**2 * np.array([ar1_mean_variance(int(kk), rho) for kk in k])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.where(centers > end, np.log(np.maximum(centers, end) / end), 0.0)
+    return Ensemble(
+        at=at,
+        k=k,
+        mean=mean,
+        point=point,
+        sigmoid=sig,
+        power_law=plv,
+        weights=weights,
+        w_power_law=wp,
+        distance=distance,
+        fit_var=fit_var,
+        mix_var=mix,
+        noise_var=noise_var,
+        noise_var_one=np.full(at.size, noise**2),
+        noise_sd=noise,
+        rho=float(rho),
+        backtests=errors,
+        power_law_fit=pl,
+    )
+
+
+def info_dict(ens: Ensemble, scalar: bool) -> dict[str, Any]:
+    """The fields :class:`~rlcurves.forecast.Forecast` exposes in ``info`` about the families."""
+
+    def out(a):
+        a = np.asarray(a, dtype=float)
+        return float(a[0]) if scalar else a
+
+    return {
+        "weights": dict(ens.weights),
+        "driver": ens.driver,
+        "families": {"sigmoid": out(ens.sigmoid), "power_law": out(ens.power_law)},
+        "disagreement": out(ens.disagreement),
+        "n_level": out(ens.k),
+        "distance": out(ens.distance),
+        "backtests": ens.backtests,
+    }
+
+
+__all__ = [
+    "BACKTEST_CUTS",
+    "LEVEL_WINDOW",
+    "Ensemble",
+    "backtest_errors",
+    "backtest_weights",
+    "combine",
+    "fit_tail_power_law",
+    "level_grid",
+]
