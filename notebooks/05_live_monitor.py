@@ -18,8 +18,10 @@
 #
 # `rlcurves.Monitor` takes a run's evaluations as they arrive, refits after each one and says
 # where the run will land at its budget, whether it will beat a baseline, and what to do:
-# *too early to tell*, *continue*, *on track*, *unlikely to beat the baseline*, *peaked*. It
-# never advises stopping before the fit determines the curve.
+# *too early to tell*, *continue*, *on track*, *unlikely to beat the baseline*, *peaked*. The
+# advice comes from `rlcurves.decide`, with thresholds measured by replaying finished real runs
+# (`python -m benchmarks.monitor_replay`): it never advises stopping before the fit determines
+# the curve, and a stop advice is given only once it has held on two consecutive refits.
 #
 # The runs here are REAL: two runs of the reference trainer's leave-one-out study, bundled with
 # rlcurves, on the generated-tokens axis (load-free). We replay them evaluation by evaluation,
@@ -40,8 +42,9 @@ print(f"budget: {budget:,.0f} generated tokens")
 # %% [markdown]
 # ## A worse run: PipelineRL-8 against the recipe
 #
-# One report per evaluation. Watch the advice column: it waits for 8 evaluations, 20% of the
-# budget and an identified fit, then says what the numbers say.
+# One report per evaluation. Watch the advice column: it waits for 8 evaluations, 10% of the
+# budget (the measured "too early" fraction) and an identified fit, then says what the numbers
+# say. `pending` is a stop advice waiting for the next refit to confirm it.
 
 # %%
 run = load_example("recipe_loo_pipeline_rl", compute=AXIS)
@@ -58,15 +61,16 @@ for c, r in zip(run["compute"], run["reward"], strict=True):
             "upper": rep.upper,
             "p_beat": rep.p_beat,
             "advice": rep.advice,
+            "pending": rep.pending,
         }
     )
 pd.DataFrame(rows).round(3)
 
 # %% [markdown]
-# The advice is not monotone: this run's rise is almost a step (B poorly identified), and its fit
-# moves in and out of "identified" as evaluations arrive, so "unlikely" alternates with "too
-# early" and "continue". The monitor has no memory across reports; an automatic stop is safer
-# when the same advice repeats over a few evaluations.
+# This run's rise is almost a step (B poorly identified), and its fit moves in and out of
+# "identified" as evaluations arrive. A first "unlikely" only becomes advice when the next refit,
+# at least 3.5% of the budget later, says it too (the monitor's hysteresis; `watch --once`
+# carries it across calls through its JSON-lines report).
 #
 # The last report, as Jupyter shows it (`MonitorReport._repr_html_`), with its figure:
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
+from .decide import DEFAULT_RULE
 from .errors import RLCurvesError
 
 MONITOR_JSONL = "rlcurves_monitor.jsonl"
@@ -53,18 +55,28 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-samples", type=int, default=500, help="bootstrap resamples per forecast (500)"
     )
-    p.add_argument("--min-points", type=int, default=8, help="evaluations before any advice (8)")
+    p.add_argument("--min-points", type=int, help="evaluations before any advice (8)")
+    p.add_argument(
+        "--min-fraction",
+        type=float,
+        help="fraction of the budget before any stop advice (default: the measured rule's, "
+        f"{DEFAULT_RULE.min_fraction:g})",
+    )
     p.add_argument(
         "--p-unlikely",
         type=float,
-        default=0.05,
-        help="advise stopping when p(beats the baseline/target) is at most this (0.05)",
+        help="advise stopping when p(beats the baseline/target) is at most this (default: the "
+        f"measured rule's, {_schedule_words()})",
     )
     p.add_argument(
         "--p-on-track",
         type=float,
-        default=0.8,
         help="say 'on track' when p(beats the baseline/target) is at least this (0.8)",
+    )
+    p.add_argument(
+        "--hold",
+        type=int,
+        help="consecutive refits a stop advice must hold before it is given (2)",
     )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG figure")
     p.set_defaults(func=cmd_watch)
@@ -94,6 +106,27 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--title", help="title of the page")
     p.set_defaults(func=cmd_report)
+
+
+def _schedule_words() -> str:
+    return ", ".join(f"{t:g} from {f:.0%} of the budget" for f, t in DEFAULT_RULE.schedule)
+
+
+# the Monitor's keywords as watch spells them, beside the reader's and the fit's (cli.cli_words)
+_WATCH_FLAGS = {"min_points": "--min-points", "min_fraction": "--min-fraction",
+                "p_unlikely": "--p-unlikely", "p_on_track": "--p-on-track"}  # fmt: skip
+_WATCH_KEYWORD = re.compile(r"(?<![\w.\-])(" + "|".join(_WATCH_FLAGS) + r")(=|\b)")
+
+
+def watch_words(text: str) -> str:
+    """A report in the command line's words: ``fix R0 with r0=`` becomes ``fix R0 with --r0``,
+    ``(min_points)`` ``(--min-points)``."""
+    from .cli import cli_words
+
+    def flag(m: re.Match) -> str:
+        return _WATCH_FLAGS[m.group(1)] + (" " if m.group(2) == "=" else "")
+
+    return _WATCH_KEYWORD.sub(flag, cli_words(text))
 
 
 def _read_kws(args: argparse.Namespace) -> dict:
@@ -145,8 +178,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
         target=args.target,
         level=args.level,
         min_points=args.min_points,
+        min_fraction=args.min_fraction,
         p_unlikely=args.p_unlikely,
         p_on_track=args.p_on_track,
+        hold=args.hold,
         n_samples=args.n_samples,
         seed=args.seed,
         fit_kws=_fit_kws(args),
@@ -157,6 +192,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
     jsonl, png = out / MONITOR_JSONL, out / MONITOR_PNG
     last = _last_record(jsonl)
     last_key = None if last is None else last.get("key")
+    if last is not None and last.get("label") == monitor.label and "hold_state" in last:
+        monitor.resume(last)  # a stop advice holds across `watch --once` calls too
     deadline = None if args.max_minutes is None else time.monotonic() + 60 * args.max_minutes
     seen_state = None
     waiting_said = None
@@ -170,14 +207,14 @@ def cmd_watch(args: argparse.Namespace) -> int:
                 if args.once:
                     raise RLCurvesError(f"watch: cannot read {args.path}: {exc}") from exc
                 if str(exc) != waiting_said:  # say it once, then keep waiting quietly
-                    print(f"waiting for {args.path}: {exc}", flush=True)
+                    print(f"waiting for {args.path}: {watch_words(str(exc))}", flush=True)
                     waiting_said = str(exc)
                 report = None
             if report is not None:
                 key = json.loads(json.dumps(list(report.key())))
                 changed = key != last_key
                 if changed or args.once:
-                    print(report.summary(), flush=True)
+                    print(watch_words(report.summary()), flush=True)
                     print(flush=True)
                 if changed:
                     out.mkdir(parents=True, exist_ok=True)
@@ -222,13 +259,34 @@ def _save_plot(report, png: Path) -> None:
     tmp.replace(png)  # a viewer never sees a half-written image
 
 
+def _report_baseline(runs: list[str], baseline: str | None) -> str | None:
+    """``--baseline`` as the report names the runs: a run's path, its name (``recipe_a`` for
+    ``example:recipe_a`` or ``runs/recipe_a``) or the report's own name for it."""
+    if baseline is None:
+        return None
+    names = []
+    for p in runs:  # as write_report names them
+        name = Path(p).name or str(p)
+        names.append(str(p) if name in names else name)
+    for p, name in zip(runs, names, strict=True):
+        short = p.split(":", 1)[1] if p.startswith("example:") else Path(p).name
+        if baseline in (p, name, short, f"example:{baseline}") or (
+            Path(baseline).name == short and Path(baseline).name
+        ):
+            return name
+    raise RLCurvesError(
+        f"--baseline {baseline!r} is not one of the runs; give one of "
+        f"{[p.split(':', 1)[1] if p.startswith('example:') else Path(p).name for p in runs]}"
+    )
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import write_report
 
     path = write_report(
         args.runs,
         args.output,
-        baseline=args.baseline,
+        baseline=_report_baseline(args.runs, args.baseline),
         budget=args.budget,
         level=args.level,
         seed=args.seed,

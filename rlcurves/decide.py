@@ -1,27 +1,96 @@
-"""Decisions from forecasts: the probabilities behind stop advice, in one place.
+"""Decisions from forecasts: the probabilities and the stop rule behind every stop advice.
 
 Every probability here is computed from a forecast's :class:`~rlcurves.predictive.Predictive`, the
-same draws its printed interval comes from. :class:`~rlcurves.monitor.Monitor` (one run against a
-baseline or a target) and :class:`~rlcurves.race.Race` (a sweep) consume these functions; so do the
-CLI's ``watch`` and ``race``, the transformers callback and the Ray Tune and Optuna adapters.
+same draws its printed interval comes from, so a report can never print ``p(above) <= 0.05``
+beside an interval that contains the baseline. :class:`~rlcurves.monitor.Monitor` (one run against
+a baseline or a target) and the sweep race (issue 28) consume this module; so do the CLI's
+``watch`` and ``race``, the transformers callback and the Ray Tune and Optuna adapters.
+
+Probabilities
+-------------
+:func:`prob_above` (ends above a baseline; the baseline's own uncertainty counts when it is given
+as draws, a :class:`~rlcurves.predictive.Predictive` or a forecast), :func:`prob_best` (is the
+best of a sweep), :func:`prob_greater` (the pairwise primitive), :func:`prob_reach` (reaches a
+target). :func:`final_level` turns a finished run into the level it ended at, known only to its
+noise (a :class:`Predictive` to pass as a baseline). :func:`peak_test` says whether a run has
+peaked: the fall of its running median from its best, tested against the falls that a run
+following its own (monotone) fitted curve with the same autocorrelated noise shows (so picking
+the maximum is paid for), and confirmed by a model comparison of the sigmoid against a sigmoid
+with a decline.
+
+The stop rule (:class:`StopRule`, :func:`decide`, :class:`Hysteresis`)
+-------------------------------------------------------------------------
+:func:`decide` turns one refit (the forecast at the budget, the fraction of the budget spent, the
+evaluations seen, whether the fit is identified, the peak test) into a :class:`Decision`: one of
+:data:`ADVICE`, a sentence with the numbers behind it, and the probabilities. The rules, in order:
+
+1. *Too early* (no stop advice) before ``min_points`` evaluations, before the first fraction of
+   :attr:`StopRule.schedule` (the "too early" fraction), while the fit does not determine the
+   curve (:func:`rlcurves.monitor.identified`) and, if asked, before the run has spent
+   ``min_progress`` times its fitted midpoint C_mid.
+2. *Unlikely to beat the baseline* (or *to reach the target*) when ``p(above) <=
+   StopRule.threshold(fraction)``: the probability threshold grows with the fraction of the
+   budget spent, from the schedule measured by ``python -m benchmarks.monitor_replay
+   --fit-thresholds`` (false stops of clear winners, fraction by fraction, on the replay of
+   finished real runs; see :data:`DEFAULT_RULE` and ``rlcurves/data/stop_rule.json``).
+3. *Peaked*, when the rest of the budget plausibly adds less than ``min_gain`` (the interval's
+   far end at the budget minus the fitted value now: a plateau), or, with no baseline or target,
+   when :func:`peak_test` finds a real fall (``p <= peak_alpha``, a fall of at least
+   ``peak_drop``, ``peak_patience`` evaluations since the peak, and the sigmoid with a decline
+   preferred to the sigmoid). Against a baseline or a target the fall is reported, not acted on:
+   real runs dip and recover (a MATH run fell 0.04 at 70% of its budget and ended 0.03 above the
+   dip), which no test of the past can foresee, while the calibrated forecast judges the end.
+4. Otherwise *on track* (``p >= p_on_track``) or *continue*.
+
+A run on track (``p >= p_on_track``) is not told to stop for peaking: the reason says it peaked.
+A stop advice must then hold on :attr:`StopRule.hold` (2) consecutive refits spanning at least
+:attr:`StopRule.hold_span` of the budget before it is given: :class:`Hysteresis` keeps that state
+for one run and turns an early stop into *continue* with the pending advice in its reason. A
+sweep keeps one :class:`Hysteresis` per trial::
+
+    rule = DEFAULT_RULE                        # or StopRule(...) / rule.replace(hold=3)
+    held = {trial: Hysteresis.for_rule(rule) for trial in trials}
+    # after each refit of a trial:
+    d = held[trial].update(decide(fc, fraction=f, n_points=n, baseline=best, rule=rule))
+    if d.stop: ...                             # d.advice, d.reason, d.p_above
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._format import format_compute
 from .errors import RLCurvesError
 from .forecast import Forecast
 from .predictive import Predictive
+
+if TYPE_CHECKING:
+    from .result import SigmoidFit
 
 # A level to beat: a number (known exactly), draws of it, or a forecast's predictive distribution
 # (a finished run's level is known only to its noise: its draws carry that).
 Level = float | ArrayLike | Predictive | Forecast
 
+TOO_EARLY = "too early to tell"
+CONTINUE = "continue"
+ON_TRACK = "on track"
+UNLIKELY_BASELINE = "unlikely to beat the baseline"
+UNLIKELY_TARGET = "unlikely to reach the target"
+PEAKED = "peaked"
+#: Every advice a decision can give; the last three advise stopping.
+ADVICE = (TOO_EARLY, CONTINUE, ON_TRACK, UNLIKELY_BASELINE, UNLIKELY_TARGET, PEAKED)
+STOP_ADVICE = (UNLIKELY_BASELINE, UNLIKELY_TARGET, PEAKED)
 
+
+# ---- probabilities ----------------------------------------------------------------------------
 def _draws(x: Level, i: int = 0) -> np.ndarray:
     """1-D draws of ``x`` at its ``i``-th forecast point."""
     if isinstance(x, Forecast):
@@ -33,7 +102,10 @@ def _draws(x: Level, i: int = 0) -> np.ndarray:
         x = x.predictive
     if isinstance(x, Predictive):
         return x.column(i)
-    d = np.atleast_1d(np.asarray(x, dtype=float)).ravel()
+    try:
+        d = np.atleast_1d(np.asarray(x, dtype=float)).ravel()
+    except (TypeError, ValueError):
+        d = np.array([np.nan])
     if d.size == 0 or not np.all(np.isfinite(d)):
         raise RLCurvesError(f"a level to compare with must be finite numbers, got {x!r}")
     return d
@@ -48,6 +120,11 @@ def prob_greater(x: ArrayLike, y: ArrayLike) -> float:
     return float(np.mean((below + not_above) / 2.0) / ys.size)
 
 
+def _check_sign(sign: int) -> None:
+    if sign not in (1, -1):
+        raise RLCurvesError(f"sign must be 1 or -1, got {sign!r}")
+
+
 def prob_above(run: Level, baseline: Level, *, sign: int = 1, i: int = 0) -> float:
     """P(the run's quantity ends above ``baseline``), the two independent.
 
@@ -56,15 +133,23 @@ def prob_above(run: Level, baseline: Level, *, sign: int = 1, i: int = 0) -> flo
     run : Forecast, Predictive or draws
         The run's forecast at the budget.
     baseline : float, draws, Predictive or Forecast
-        The level to beat; its own uncertainty counts when it is given as draws.
+        The level to beat; its own uncertainty counts when it is given as draws (a finished run:
+        :func:`final_level`).
     sign : {1, -1}
         -1 when lower is better (a loss): the probability of ending below.
     i : int
         Which forecast point of ``run`` (and of ``baseline``) to use.
     """
-    if sign not in (1, -1):
-        raise RLCurvesError(f"sign must be 1 or -1, got {sign!r}")
+    _check_sign(sign)
     return prob_greater(sign * _draws(run, i), sign * _draws(baseline, i))
+
+
+def prob_reach(run: Level, target: float, *, sign: int = 1, i: int = 0) -> float:
+    """P(the run's quantity is at or past ``target``), a target known exactly."""
+    _check_sign(sign)
+    if not math.isfinite(float(target)):
+        raise RLCurvesError(f"target must be a finite reward, got {target!r}")
+    return float(np.mean(sign * _draws(run, i) >= sign * float(target)))
 
 
 def prob_best(runs: Mapping[str, Level], *, sign: int = 1, i: int = 0, seed: int = 0) -> dict:
@@ -72,8 +157,7 @@ def prob_best(runs: Mapping[str, Level], *, sign: int = 1, i: int = 0, seed: int
 
     Draws of runs of different draw counts are resampled to a common count with ``seed``.
     """
-    if sign not in (1, -1):
-        raise RLCurvesError(f"sign must be 1 or -1, got {sign!r}")
+    _check_sign(sign)
     if not runs:
         return {}
     draws = {k: sign * _draws(v, i) for k, v in runs.items()}
@@ -87,4 +171,700 @@ def prob_best(runs: Mapping[str, Level], *, sign: int = 1, i: int = 0, seed: int
     return dict(zip(draws, share.mean(axis=0).tolist(), strict=True))
 
 
-__all__ = ["prob_above", "prob_best", "prob_greater"]
+# Deterministic normal quantiles: a level known to its noise needs no seed.
+_N_LEVEL_DRAWS = 2000
+
+
+def final_level(
+    compute: ArrayLike,
+    reward: ArrayLike,
+    *,
+    tail: float = 0.1,
+    at: float | None = None,
+) -> Predictive:
+    """The level a finished run ended at, known only to its noise.
+
+    The mean of its evaluations in the last ``tail`` of its compute (up to ``at`` when given: the
+    level at a budget the run went past), with the standard error of that mean: the evaluation
+    noise from successive differences (which a slow trend in the tail barely moves) and, with 20
+    or more evaluations in the stretch, their lag-1 autocorrelation.
+
+    Parameters
+    ----------
+    compute, reward : array_like
+        The finished run's evaluations.
+    tail : float
+        Fraction of the run's compute (of ``at``) the level is the mean over, in (0, 1].
+    at : float, optional
+        The compute the level is taken at (default: the run's end).
+
+    Returns
+    -------
+    Predictive
+        Normal draws (deterministic quantiles) of the level at ``at``; ``info`` holds the mean,
+        its standard error and the evaluations averaged.
+    """
+    c = np.asarray(compute, dtype=float).ravel()
+    r = np.asarray(reward, dtype=float).ravel()
+    if c.shape != r.shape or c.size == 0 or not (np.all(np.isfinite(c)) and np.all(np.isfinite(r))):
+        raise RLCurvesError(
+            "final_level needs finite compute and reward of the same nonzero length, got "
+            f"{c.size} and {r.size} values"
+        )
+    if not 0 < tail <= 1:
+        raise RLCurvesError(f"tail must be a fraction of the compute in (0, 1], got {tail}")
+    order = np.argsort(c, kind="stable")
+    c, r = c[order], r[order]
+    end = float(c.max()) if at is None else float(at)
+    inside = c <= end * (1 + 1e-12)
+    c, r = c[inside], r[inside]
+    if c.size == 0:
+        raise RLCurvesError(f"the run has no evaluation at or before at={at}")
+    use = c >= end * (1 - tail) - 1e-12 * abs(end)
+    m = int(use.sum())
+    level = float(np.mean(r[use]))
+    # the noise of one evaluation, from the last max(m, 10) evaluations' successive differences
+    stretch = r[-max(m, 10) :]
+    sd = float(np.std(np.diff(stretch), ddof=1) / math.sqrt(2)) if stretch.size >= 3 else 0.0
+    rho = 0.0
+    if stretch.size >= 20:
+        x = np.arange(stretch.size)
+        res = stretch - np.polyval(np.polyfit(x, stretch, 1), x)
+        rho = float(np.clip(np.corrcoef(res[:-1], res[1:])[0, 1], 0.0, 0.9))
+    se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
+    z = _normal_quantiles(_N_LEVEL_DRAWS)
+    return Predictive(
+        np.array([end]),
+        (level + se * z)[:, None],
+        "final level (mean of the last evaluations)",
+        {"mean": level, "se": se, "n_eval": m, "noise_sd": sd, "rho": rho, "tail": tail},
+    )
+
+
+def _normal_quantiles(n: int) -> np.ndarray:
+    from scipy.stats import norm
+
+    return norm.ppf((np.arange(n) + 0.5) / n)
+
+
+# ---- has the run peaked? ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class PeakTest:
+    """Whether a run has peaked: the fall from its best running median, tested.
+
+    Attributes
+    ----------
+    peaked : bool
+        A real fall: ``p_value <= alpha``, ``drop >= min_drop``, at least ``patience``
+        evaluations since the peak, and the sigmoid with a decline preferred to the sigmoid.
+    drop : float
+        The best running median of ``window`` evaluations minus the latest one (in the direction
+        of improvement; negative while the latest is the best). Medians: one outlying evaluation
+        is not a fall.
+    p_value : float
+        The share of simulated runs that follow the fitted (monotone) sigmoid with the run's own
+        residual sd and lag-1 autocorrelation and fall at least ``drop`` from their own best
+        running median: the maximum is picked in every simulated run as in the real one, so the
+        selection is paid for. NaN when there is no fall that would matter (``drop <
+        min_drop`` or fewer than ``patience`` evaluations since the peak): not tested.
+    peak_compute : float or None
+        Compute at the centre of the best running median.
+    evals_since_peak : int
+        Evaluations after that centre.
+    window : int
+        Evaluations per running median: ``max(smooth, n // 10)``.
+    decline, decline_from : float or None
+        The sigmoid-with-a-decline model, fitted only when there is a fall that would matter: the
+        fall below the sigmoid it fits from ``decline_from`` to the last evaluation.
+    delta_bic : float or None
+        BIC of the sigmoid minus BIC of the sigmoid with a decline (two more parameters), with
+        the likelihood ratio deflated by the residuals' autocorrelation; > 0 prefers the decline.
+    reason : str
+        The verdict in a sentence.
+    """
+
+    peaked: bool
+    drop: float
+    p_value: float
+    peak_compute: float | None
+    evals_since_peak: int
+    window: int
+    decline: float | None = None
+    decline_from: float | None = None
+    delta_bic: float | None = None
+    reason: str = ""
+
+    def holds(self, rule: StopRule) -> bool:
+        """Whether the fall counts as a peak under ``rule``'s thresholds (``peak_drop``,
+        ``peak_alpha``, ``peak_patience``): a test run with lower thresholds can be judged by
+        stricter ones."""
+        return bool(
+            self.delta_bic is not None
+            and self.delta_bic > 0
+            and self.p_value <= rule.peak_alpha
+            and self.drop >= rule.peak_drop
+            and self.decline >= rule.peak_drop
+            and self.evals_since_peak >= rule.peak_patience
+        )
+
+
+# Simulated runs per peak test: the p-value's resolution is 1 / (N_PEAK_SIM + 1).
+N_PEAK_SIM = 400
+
+
+def peak_test(
+    fit: SigmoidFit,
+    *,
+    sign: int = 1,
+    smooth: int = 5,
+    alpha: float = 0.05,
+    min_drop: float = 0.02,
+    patience: int = 4,
+    n_sim: int = N_PEAK_SIM,
+    seed: int | None = 0,
+) -> PeakTest:
+    """Has the run in ``fit``'s window peaked? See :class:`PeakTest` for the test.
+
+    Parameters
+    ----------
+    fit : SigmoidFit
+        The sigmoid fitted to the run so far (its window's evaluations are tested).
+    sign : {1, -1}
+        -1 when lower is better.
+    smooth : int
+        Smallest running-mean window (the window is ``max(smooth, n // 10)`` evaluations).
+    alpha : float
+        Largest p-value that counts as a fall.
+    min_drop : float
+        Smallest fall that matters, in reward units.
+    patience : int
+        Evaluations since the peak before a fall counts.
+    n_sim : int
+        Simulated runs for the p-value.
+    seed : int, optional
+        Seed of the simulation.
+    """
+    from scipy.signal import lfilter
+
+    _check_sign(sign)
+    c = np.asarray(fit.fit_compute, dtype=float)
+    order = np.argsort(c, kind="stable")
+    c = c[order]
+    y = sign * np.asarray(fit.fit_reward, dtype=float)[order]
+    n = y.size
+    k = max(int(smooth), n // 10)
+    if n < k + max(int(patience), 1) or fit.dof < 1:
+        return PeakTest(False, 0.0, 1.0, None, 0, k, reason=f"{n} evaluations: too few to test")
+    g = sign * np.asarray(fit.predict(c), dtype=float)
+    meds = _running_medians(y[None, :], k)[0]
+    i_best = int(np.argmax(meds))
+    drop = float(meds[i_best] - meds[-1])
+    centre = i_best + k // 2
+    since = n - 1 - centre
+    peak_c = float(c[centre])
+    where = f"its running median of {k} peaked at C = {format_compute(peak_c)}"
+    if not (drop >= min_drop and since >= patience):  # no fall that would matter: no test
+        why = f"{where}, {since} evaluations ago; fallen {drop:+.3f} since"
+        return PeakTest(False, drop, math.nan, peak_c, since, k, reason=why)
+    # a fall that would matter: compare with the sigmoid with a decline, and take the noise from
+    # the better model's residuals (a real sag inflates the sigmoid's residuals and their
+    # autocorrelation, which would hide the sag in its own noise)
+    fall, c_k, rss0, res1 = _decline_fit(c, y, fit, sign)
+    rho1 = _lag1(res1)
+    lr = n * math.log(max(rss0, 1e-300) / max(float(np.sum(res1**2)), 1e-300))
+    dbic = lr * (1 - rho1) / (1 + rho1) - 2 * math.log(n)
+    res, dof = (res1, max(fit.dof - 2, 1)) if dbic > 0 else (y - g, fit.dof)
+    sd = float(np.sqrt(np.sum(res**2) / dof))
+    rho = _lag1(res)
+    # the null: the fitted (monotone) curve plus stationary AR(1) noise with that sd and rho
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal((n_sim, n))
+    e[:, 0] /= math.sqrt(1 - rho**2)
+    noise = lfilter([1.0], [1.0, -rho], e, axis=1) * sd * math.sqrt(1 - rho**2)
+    sims = _running_medians(g[None, :] + noise, k)
+    sim_drop = sims.max(axis=1) - sims[:, -1]
+    p = float((1 + np.sum(sim_drop >= drop)) / (n_sim + 1))
+    peaked = p <= alpha and dbic > 0 and fall >= min_drop
+    verdict = "a decline is preferred to the sigmoid" if dbic > 0 else "the sigmoid explains it"
+    return PeakTest(
+        peaked, drop, p, peak_c, since, k, fall, c_k, dbic,
+        reason=(
+            f"{where}, {since} evaluations ago, and has fallen {drop:.3f} since: p = {p:.3f} "
+            f"for a run following its fitted curve; {verdict} (a fall of {fall:.3f} from "
+            f"C = {format_compute(c_k)}, delta BIC {dbic:+.1f})"
+        ),
+    )  # fmt: skip
+
+
+def _lag1(res: np.ndarray) -> float:
+    """Lag-1 autocorrelation of residuals, clipped to [0, 0.9] (0 when undefined)."""
+    if res.size < 4 or np.std(res[:-1]) == 0 or np.std(res[1:]) == 0:
+        return 0.0
+    rho = float(np.corrcoef(res[:-1], res[1:])[0, 1])
+    return float(np.clip(rho, 0.0, 0.9)) if math.isfinite(rho) else 0.0
+
+
+def _running_medians(y: np.ndarray, k: int) -> np.ndarray:
+    """Running medians of ``k`` along the last axis (valid windows only): one outlying
+    evaluation moves a median little, where it would move a mean by 1/k of its size."""
+    return np.median(np.lib.stride_tricks.sliding_window_view(y, k, axis=-1), axis=-1)
+
+
+def _decline_fit(
+    c: np.ndarray, y: np.ndarray, fit: SigmoidFit, sign: int
+) -> tuple[float, float, float, np.ndarray]:
+    """Fit ``y = sigmoid - D * max(0, log(C / C_k))`` (D >= 0) over a grid of ``C_k``.
+
+    The sigmoid is linear in (R0, A) given (B, log C_mid) and so is the decline given C_k: for
+    each C_k a Nelder-Mead search over (B, log C_mid) with the linear parameters solved exactly
+    (variable projection). Returns the fitted fall from C_k to the last evaluation, C_k, the
+    sigmoid's RSS and the decline model's residuals.
+    """
+    from scipy.optimize import minimize
+
+    n = y.size
+    x = np.log(np.maximum(c, np.finfo(float).tiny))
+    zero = c <= 0
+    r0 = fit.r0_fixed
+    y0 = y if r0 is None else y - sign * r0  # sign * R is linear in (sign * R0, sign * A)
+
+    def solve(theta, h):
+        frac = 1.0 / (1.0 + np.exp(np.clip(theta[0] * (theta[1] - x), -700, 700)))
+        frac[zero] = 0.0
+        cols = [frac] if r0 is not None else [1.0 - frac, frac]
+        if h is not None:
+            cols.append(-h)
+        X = np.column_stack(cols)
+        coef, *_ = np.linalg.lstsq(X, y0, rcond=None)
+        if h is not None and coef[-1] < 0:  # a rise, not a decline: D = 0, the sigmoid
+            return solve(theta, None)
+        res = y0 - X @ coef
+        return float(np.sum(res**2)), float(coef[-1]) if h is not None else 0.0, res
+
+    def search(h):
+        obj = lambda t: solve(t, h)[0] if t[0] > 0 else 1e300  # noqa: E731
+        opt = minimize(obj, start, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-12})
+        return solve(opt.x, h)
+
+    start = np.array([fit.B, math.log(fit.C_mid)])
+    # the sigmoid's RSS by the same projection (bounds on A and R0 would favour the decline)
+    res0 = y - sign * np.asarray(fit.predict(c), dtype=float)
+    rss0 = min(float(np.sum(res0**2)), search(None)[0])
+    best = (rss0, 0.0, float(c[-1]), res0)
+    lo = max(3, n // 3)
+    for j in np.unique(np.linspace(lo, n - 3, min(12, n - 2 - lo)).astype(int)):
+        h = np.maximum(0.0, x - x[j])
+        val, d, res = search(h)
+        if val < best[0]:
+            best = (val, d * float(h[-1]), float(c[j]), res)
+    _, fall, c_k, res1 = best
+    return fall, c_k, rss0, res1
+
+
+# ---- the stop rule ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StopRule:
+    """When a run may be told to stop: measured thresholds, documented in the module docstring.
+
+    Attributes
+    ----------
+    schedule : tuple of (fraction, threshold)
+        From each fraction of the budget on (sorted), stop when p(above) (or p(reached)) is at
+        most the threshold. Before the first fraction no stop advice is given (the "too early"
+        fraction, :attr:`min_fraction`).
+    hold : int
+        Consecutive refits a stop advice must hold before it is given (:class:`Hysteresis`).
+    hold_span : float
+        ... and the fraction of the budget those refits must span: a watch that refits at every
+        one of hundreds of evaluations then needs the persistence the replay's 24 checkpoints
+        (3.9% of the budget apart) measured.
+    min_points : int
+        Evaluations before any advice.
+    min_progress : float
+        No stop advice before the compute spent is this many times the fitted midpoint C_mid (a
+        run near its midpoint has not shown its ceiling). Off (0) by default: on simulated runs
+        with C_mid up to half the budget the calibrated forecast tells 1 of 95 clear winners to
+        stop without it (0 with 1.5, 0 with 2 at the cost of 3 of 92 clear losers): ``python -m
+        benchmarks.monitor_replay --simulate 100``.
+    p_on_track : float
+        Say "on track" from this probability of beating the baseline or reaching the target.
+    min_gain : float
+        A run whose rest of the budget plausibly adds less than this has peaked (a plateau).
+    peak_drop : float
+        The smallest fall from the best running median that counts as a peak (with 0.01 one
+        GSM8K run was called peaked at a quarter of its budget and gained 0.02 afterwards; with
+        0.02 none of the 29 real runs recovers after the call: ``python -m
+        benchmarks.monitor_replay``, the peaks table).
+    peak_alpha : float
+        Largest p-value of :func:`peak_test` that counts as a fall.
+    peak_patience : int
+        Evaluations since the peak before a fall counts.
+    smooth : int
+        Smallest running-median window of the peak test.
+    source : str
+        Where the thresholds come from (the command that measured them).
+    """
+
+    schedule: tuple[tuple[float, float], ...] = ((0.3, 0.02),)
+    hold: int = 2
+    hold_span: float = 0.035
+    min_points: int = 8
+    min_progress: float = 0.0
+    p_on_track: float = 0.8
+    min_gain: float = 0.01
+    peak_drop: float = 0.02
+    peak_alpha: float = 0.05
+    peak_patience: int = 4
+    smooth: int = 5
+    source: str = "defaults"
+
+    def __post_init__(self) -> None:
+        sched = tuple((float(f), float(t)) for f, t in self.schedule)
+        if not sched or any(not (0 <= f <= 1 and 0 <= t < 1) for f, t in sched):
+            raise RLCurvesError(
+                f"schedule must be (fraction, threshold) pairs with fractions in [0, 1] and "
+                f"thresholds in [0, 1), got {self.schedule!r}"
+            )
+        if list(sched) != sorted(sched):
+            raise RLCurvesError(f"schedule must be sorted by fraction, got {self.schedule!r}")
+        object.__setattr__(self, "schedule", sched)
+        for name in ("hold", "min_points", "peak_patience", "smooth"):
+            if int(getattr(self, name)) < 1:
+                raise RLCurvesError(f"{name} must be a positive integer, got {getattr(self, name)}")
+        if not max(t for _, t in sched) < self.p_on_track <= 1:
+            raise RLCurvesError(
+                f"need every stop threshold < p_on_track <= 1, got thresholds "
+                f"{[t for _, t in sched]} and p_on_track={self.p_on_track}"
+            )
+        if not self.min_progress >= 0:
+            raise RLCurvesError(f"min_progress must be >= 0, got {self.min_progress}")
+        if not 0 <= self.hold_span < 1:
+            raise RLCurvesError(f"hold_span must be in [0, 1), got {self.hold_span}")
+        if not 0 < self.peak_alpha < 1:
+            raise RLCurvesError(f"peak_alpha must be in (0, 1), got {self.peak_alpha}")
+
+    @property
+    def min_fraction(self) -> float:
+        """The "too early" fraction: no stop advice before it."""
+        return self.schedule[0][0]
+
+    def threshold(self, fraction: float) -> float:
+        """The stop threshold on p(above) at ``fraction`` of the budget (-inf: none yet)."""
+        out = -math.inf
+        for f, t in self.schedule:
+            if fraction >= f - 1e-12:
+                out = t
+        return out
+
+    def replace(self, **changes: Any) -> StopRule:
+        """A copy with ``changes`` (``p_unlikely=`` sets one threshold from the same fraction,
+        ``min_fraction=`` moves the schedule's start)."""
+        p = changes.pop("p_unlikely", None)
+        f0 = changes.pop("min_fraction", None)
+        sched = list(changes.pop("schedule", self.schedule))
+        if f0 is not None:
+            kept = [(f, t) for f, t in sched if f > f0]
+            before = [t for f, t in sched if f <= f0]
+            first = before[-1] if before else sched[0][1]
+            sched = [(float(f0), first), *kept]
+        if p is not None:
+            sched = [(sched[0][0], float(p))]
+        return replace(self, schedule=tuple(sched), **changes)
+
+    def describe(self) -> str:
+        """The rule in words (for a README, a log or a report)."""
+        steps = ", ".join(f"{t:g} from {f:.0%}" for f, t in self.schedule)
+        mid = f" and {self.min_progress:g} x the fitted C_mid" if self.min_progress else ""
+        return (
+            f"no stop advice before {self.min_points} evaluations and {self.min_fraction:.0%} of "
+            f"the budget{mid}; stop when p(above) <= "
+            f"{steps} of the budget, held on {self.hold} consecutive refits over "
+            f"{self.hold_span:.1%} of the budget; peaked: gain < {self.min_gain:g} or a fall of "
+            f">= {self.peak_drop:g} with p <= {self.peak_alpha:g} ({self.source})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schedule": [list(x) for x in self.schedule],
+            "hold": self.hold,
+            "hold_span": self.hold_span,
+            "min_points": self.min_points,
+            "min_progress": self.min_progress,
+            "p_on_track": self.p_on_track,
+            "min_gain": self.min_gain,
+            "peak_drop": self.peak_drop,
+            "peak_alpha": self.peak_alpha,
+            "peak_patience": self.peak_patience,
+            "smooth": self.smooth,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StopRule:
+        keys = {f for f in cls.__dataclass_fields__}
+        kws = {k: v for k, v in d.items() if k in keys}
+        kws["schedule"] = tuple(tuple(x) for x in kws.get("schedule", cls.schedule))
+        return cls(**kws)
+
+
+_RULE_FILE = "stop_rule.json"
+
+
+def load_rule() -> StopRule:
+    """The shipped stop rule (``rlcurves/data/stop_rule.json``, written by ``python -m
+    benchmarks.monitor_replay --fit-thresholds --write``: the schedule, measured; the other
+    fields are :class:`StopRule`'s defaults)."""
+    try:
+        with resources.files("rlcurves.data").joinpath(_RULE_FILE).open("r") as fh:
+            d = json.load(fh)
+    except FileNotFoundError:  # pragma: no cover - the file ships with the package
+        return StopRule()
+    # the measured schedule; the rule's other fields are the defaults documented on StopRule
+    return StopRule(schedule=tuple(map(tuple, d["schedule"])), source=d["command"])
+
+
+#: The stop rule every consumer uses unless told otherwise (measured; see :func:`load_rule`).
+DEFAULT_RULE = load_rule()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One refit's advice.
+
+    Attributes
+    ----------
+    advice : str
+        One of :data:`ADVICE` (after :class:`Hysteresis`, a first stop reads "continue").
+    reason : str
+        The advice in a sentence, with the numbers behind it.
+    p_above, p_target : float or None
+        P(ends above the baseline), P(reaches the target) at the budget.
+    fraction : float
+        Compute spent over the budget at this refit.
+    threshold : float
+        The stop threshold at this fraction (``-inf`` before the "too early" fraction).
+    gain : float or None
+        The most the rest of the budget plausibly adds (the interval's far end minus the fitted
+        value now).
+    peak : PeakTest or None
+    pending : str or None
+        A stop advice given on this refit that has not held on ``hold`` refits yet.
+    """
+
+    advice: str
+    reason: str
+    fraction: float = math.nan
+    p_above: float | None = None
+    p_target: float | None = None
+    threshold: float = -math.inf
+    gain: float | None = None
+    peak: PeakTest | None = field(default=None, repr=False)
+    pending: str | None = None
+
+    @property
+    def stop(self) -> bool:
+        """The advice is to stop the run."""
+        return self.advice in STOP_ADVICE
+
+
+def decide(
+    forecast: Forecast,
+    *,
+    fraction: float,
+    n_points: int,
+    identified: tuple[bool, str] | bool = True,
+    baseline: Level | None = None,
+    baseline_label: float | None = None,
+    target: float | None = None,
+    fitted_now: float | None = None,
+    progress: float | None = None,
+    peak: PeakTest | None = None,
+    sign: int = 1,
+    rule: StopRule | None = None,
+) -> Decision:
+    """The advice for one refit of one run (the rules are in the module docstring).
+
+    Parameters
+    ----------
+    forecast : Forecast
+        The run's forecast at the budget (a scalar ``at``); its predictive distribution gives
+        every probability.
+    fraction : float
+        Compute spent over the budget.
+    n_points : int
+        Evaluations seen.
+    identified : bool or (bool, str)
+        Whether the fit determines the curve, and the notes that say why not.
+    baseline : float, draws, Predictive or Forecast, optional
+        The level to beat at the budget (:func:`final_level` for a finished run).
+    baseline_label : float, optional
+        The baseline's level as printed (default: the mean of its draws).
+    target : float, optional
+        A reward to reach (used when there is no baseline).
+    fitted_now : float, optional
+        The fitted curve at the latest evaluation (for the plateau rule).
+    progress : float, optional
+        Compute spent over the fit's C_mid (for :attr:`StopRule.min_progress`; None: not
+        checked).
+    peak : PeakTest, optional
+        :func:`peak_test` of the run so far.
+    sign : {1, -1}
+        -1 when lower is better.
+    rule : StopRule, optional
+        Default :data:`DEFAULT_RULE`.
+
+    Returns
+    -------
+    Decision
+        Without hysteresis: pass it to :meth:`Hysteresis.update` for the advice to give.
+    """
+    _check_sign(sign)
+    rule = DEFAULT_RULE if rule is None else rule
+    ok, why = (identified, "") if isinstance(identified, bool) else identified
+    thr = rule.threshold(fraction)
+    p_above = p_target = gain = None
+    pred = forecast.predictive
+    if pred is not None:
+        if baseline is not None:
+            p_above = prob_above(pred, baseline, sign=sign)
+        if target is not None:
+            p_target = prob_reach(pred, target, sign=sign)
+        if fitted_now is not None:
+            q = (1 + forecast.level) / 2 if sign > 0 else (1 - forecast.level) / 2
+            end = float(pred.quantile(q)[0])
+            gain = sign * (end - fitted_now) if fraction < 1 else 0.0
+    base = dict(fraction=fraction, p_above=p_above, p_target=p_target, threshold=thr, gain=gain,
+                peak=peak)  # fmt: skip
+
+    def out(advice: str, reason: str) -> Decision:
+        return Decision(advice, reason, **base)
+
+    if n_points < rule.min_points:
+        return out(TOO_EARLY, f"{n_points} of the {rule.min_points} evaluations needed "
+                   "(min_points)")  # fmt: skip
+    if fraction < rule.min_fraction:
+        return out(TOO_EARLY, f"{fraction:.0%} of the budget spent, advice from "
+                   f"{rule.min_fraction:.0%} on (min_fraction)")  # fmt: skip
+    if not ok:
+        return out(TOO_EARLY, f"the fit does not determine the ceiling yet ({why})")
+    if progress is not None and progress < rule.min_progress:
+        return out(TOO_EARLY, f"the run is at {progress:.2g} x its fitted midpoint C_mid; its "
+                   f"ceiling shows from {rule.min_progress:g} x on (min_progress)")  # fmt: skip
+    if pred is None:
+        return out(TOO_EARLY, "the forecast's interval is unbounded (too few degrees of freedom)")
+    pct = f"{forecast.level:.0%}"
+    at = (f"{float(forecast.mean):.3f} [{float(forecast.lower):.3f}, "
+          f"{float(forecast.upper):.3f}] ({pct}) at the budget")  # fmt: skip
+    if p_above is not None and p_above <= thr:
+        b = float(np.mean(_draws(baseline))) if baseline_label is None else baseline_label
+        return out(UNLIKELY_BASELINE, (
+            f"forecast {at} vs the baseline's {b:.3f}: p(above) = {p_above:.3f} <= {thr:g} "
+            f"(the stop threshold at {fraction:.0%} of the budget); stop it and free the compute"
+        ))  # fmt: skip
+    if baseline is None and p_target is not None and p_target <= thr:
+        return out(UNLIKELY_TARGET, (
+            f"forecast {at} vs the target {target:g}: p(reached) = {p_target:.3f} <= {thr:g} "
+            f"(the stop threshold at {fraction:.0%} of the budget)"
+        ))  # fmt: skip
+    p = p_above if baseline is not None else p_target
+    what = "the baseline" if baseline is not None else f"the target {target}"
+    plateau = fell = None
+    if gain is not None and fraction < 1 and gain < rule.min_gain:
+        plateau = (f"the rest of the budget adds at most {gain:+.3f} ({pct}), less than min_gain "
+                   f"= {rule.min_gain:g}: the run is on its plateau")  # fmt: skip
+    if peak is not None and peak.holds(rule):
+        fell = peak.reason
+    if p is not None and p >= rule.p_on_track:
+        # a run on track to win is not stopped for peaking: what it reached is the result
+        also = "".join(f"; {x}" for x in (plateau, fell) if x)
+        also += " (keep its best checkpoint)" if also else ""
+        return out(ON_TRACK, f"forecast {at}: p(beats {what}) = {p:.2f} >= p_on_track{also}")
+    if plateau is not None:
+        return out(PEAKED, plateau)
+    if fell is not None and p is None:
+        return out(PEAKED, fell)
+    also = "" if fell is None else f"; {fell} (the forecast, not the fall, decides against {what})"
+    if p is not None:
+        return out(CONTINUE, f"forecast {at}: p(beats {what}) = {p:.2f}, not decided yet{also}")
+    return out(CONTINUE, f"forecast {at}; still improving")
+
+
+class Hysteresis:
+    """A stop advice must hold before it is given: on ``hold`` consecutive refits of one run that
+    span at least ``span`` of the budget.
+
+    Feed every :class:`Decision` of the run in order to :meth:`update`; a stop decision that has
+    not held that long comes back as "continue" with the pending advice in ``pending`` and the
+    reason. Any refit that does not advise stopping resets the count.
+    """
+
+    def __init__(self, hold: int = 2, span: float = 0.0) -> None:
+        if int(hold) < 1:
+            raise RLCurvesError(f"hold must be a positive integer, got {hold}")
+        if not 0 <= span < 1:
+            raise RLCurvesError(f"span must be a fraction of the budget in [0, 1), got {span}")
+        self.hold = int(hold)
+        self.span = float(span)
+        self.streak = 0
+        self.since = math.nan
+
+    @classmethod
+    def for_rule(cls, rule: StopRule | None = None) -> Hysteresis:
+        """The hysteresis of ``rule`` (default :data:`DEFAULT_RULE`)."""
+        rule = DEFAULT_RULE if rule is None else rule
+        return cls(rule.hold, rule.hold_span)
+
+    def update(self, decision: Decision) -> Decision:
+        """The advice to give for this refit."""
+        if not decision.stop:
+            self.reset()
+            return decision
+        self.streak += 1
+        if self.streak == 1:
+            self.since = decision.fraction
+        held = decision.fraction - self.since  # nan when fractions are not known: not counted
+        if self.streak >= self.hold and not held < self.span - 1e-12:
+            return decision
+        return replace(
+            decision,
+            advice=CONTINUE,
+            pending=decision.advice,
+            reason=(
+                f"not yet: '{decision.advice}' must hold on {self.hold} consecutive refits over "
+                f"{self.span:.1%} of the budget ({self.streak} so far): {decision.reason}"
+            ),
+        )
+
+    def reset(self) -> None:
+        self.streak = 0
+        self.since = math.nan
+
+
+def first_stop(decisions: Sequence[Decision], rule: StopRule | None = None) -> int | None:
+    """Index of the first refit at which ``decisions`` (raw, in order) give a stop advice after
+    ``rule``'s :class:`Hysteresis`; None if never."""
+    h = Hysteresis.for_rule(rule)
+    for i, d in enumerate(decisions):
+        if h.update(d).stop:
+            return i
+    return None
+
+
+__all__ = [
+    "ADVICE",
+    "DEFAULT_RULE",
+    "STOP_ADVICE",
+    "Decision",
+    "Hysteresis",
+    "PeakTest",
+    "StopRule",
+    "decide",
+    "final_level",
+    "first_stop",
+    "load_rule",
+    "peak_test",
+    "prob_above",
+    "prob_best",
+    "prob_greater",
+    "prob_reach",
+]

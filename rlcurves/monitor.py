@@ -6,10 +6,15 @@ the forecast at the budget with its interval, the compute to reach a target, whe
 peaked and, given a baseline, the probability of ending above it at the budget, with one advice
 line. It is a consumer of the library's data path (:func:`rlcurves.read_log`,
 :func:`rlcurves.fit_sigmoid`, :func:`rlcurves.forecast`, ``SigmoidFit.compute_to_reach``), not a
-second implementation of it: a refit is the exact start-free solver plus a bootstrap forecast,
-measured at 0.1-0.6 s per evaluation on the bundled 25-evaluation runs (500 resamples, 2 shared
-CPU cores; most of it the bootstrap of a not yet identified fit), so no warm start is needed for
-evaluations minutes apart. ``n_samples`` trades that time against the forecast's resolution.
+second implementation of it, and its advice comes from :mod:`rlcurves.decide` (the one decision
+module): every probability from the forecast's predictive distribution (the draws the printed
+interval comes from), the stop thresholds measured on finished real runs
+(:data:`rlcurves.decide.DEFAULT_RULE`), and a stop advice given only once it has held on two
+consecutive refits (:class:`rlcurves.decide.Hysteresis`). A refit is the exact start-free solver,
+a calibrated bootstrap forecast and the peak test: 0.05-0.15 s per evaluation on the corpus runs
+(500 resamples, 2 shared CPU cores; ``python -m benchmarks.monitor_replay`` reports it), so no
+warm start is needed for evaluations minutes apart. ``n_samples`` trades that time against the
+forecast's resolution.
 
 The advice is one of :data:`ADVICE`. It never says stop (``unlikely ...`` or ``peaked``) before
 the fit is identified (:func:`identified`): until then it is ``"too early to tell"``.
@@ -30,22 +35,28 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from ._format import format_compute
+from .decide import (
+    ADVICE,
+    CONTINUE,
+    ON_TRACK,
+    PEAKED,
+    STOP_ADVICE,
+    TOO_EARLY,
+    UNLIKELY_BASELINE,
+    UNLIKELY_TARGET,
+    Decision,
+    Hysteresis,
+    PeakTest,
+    StopRule,
+)
 from .errors import RLCurvesError
 
 if TYPE_CHECKING:
+    from .calibrate import Calibration
     from .forecast import Forecast
+    from .predictive import Predictive
     from .result import SigmoidFit
     from .target import ComputeTarget
-
-TOO_EARLY = "too early to tell"
-CONTINUE = "continue"
-ON_TRACK = "on track"
-UNLIKELY_BASELINE = "unlikely to beat the baseline"
-UNLIKELY_TARGET = "unlikely to reach the target"
-PEAKED = "peaked"
-#: Every advice a :class:`MonitorReport` can give; the last three advise stopping.
-ADVICE = (TOO_EARLY, CONTINUE, ON_TRACK, UNLIKELY_BASELINE, UNLIKELY_TARGET, PEAKED)
-STOP_ADVICE = (UNLIKELY_BASELINE, UNLIKELY_TARGET, PEAKED)
 
 # Words of fit_sigmoid's notes (the text of its IdentifiabilityWarning) that mean the data do not
 # determine the curve. Two notes are tolerated: a poorly identified B alone (a sharp rise the run
@@ -114,11 +125,20 @@ class MonitorReport:
     baseline, baseline_mean, baseline_lower, baseline_upper : str, float
         The baseline's name and its curve at the budget with its interval.
     p_beat : float or None
-        Probability that this run's curve ends above the baseline's at the budget (independent
-        draws of both forecasts; about the expected curves, not one noisy evaluation).
+        Probability that this run ends above the baseline at the budget: from the forecast's
+        predictive distribution (the draws its printed interval comes from) against the
+        baseline's (a finished run's level known to its noise), independent.
+    threshold : float or None
+        The stop threshold on p_beat (or p_target) at this fraction of the budget (None before
+        the "too early" fraction); see :class:`rlcurves.decide.StopRule`.
+    pending : str or None
+        A stop advice this refit gave that has not yet held on ``hold`` consecutive refits (the
+        advice is then "continue").
     gain : float or None
         The most the rest of the budget plausibly adds: the forecast's interval end at the
         budget minus the fitted value now (in the direction of improvement).
+    peak : PeakTest or None
+        :func:`rlcurves.decide.peak_test` of the run so far.
     peak_compute : float or None
         Compute of the best (smoothed) evaluation so far.
     evals_since_peak : int
@@ -144,11 +164,16 @@ class MonitorReport:
     baseline_lower: float | None = None
     baseline_upper: float | None = None
     p_beat: float | None = None
+    threshold: float | None = None
+    pending: str | None = None
     gain: float | None = None
+    peak: PeakTest | None = None
     peak_compute: float | None = None
     evals_since_peak: int = 0
     label: str | None = None
     notes: list[str] = field(default_factory=list)
+    decision: Decision | None = field(default=None, repr=False)
+    hold_state: tuple[int, float] = (0, math.nan)
     created: float = field(default_factory=time.time)
 
     @property
@@ -218,11 +243,24 @@ class MonitorReport:
                 "upper": self.baseline_upper,
             },
             "p_beat": self.p_beat,
+            "threshold": self.threshold,
+            "pending": self.pending,
             "gain": self.gain,
             "peak_compute": self.peak_compute,
             "evals_since_peak": self.evals_since_peak,
+            "peak": None
+            if self.peak is None
+            else {
+                "peaked": self.peak.peaked,
+                "drop": self.peak.drop,
+                "p_value": self.peak.p_value,
+                "window": self.peak.window,
+                "decline": self.peak.decline,
+                "delta_bic": self.peak.delta_bic,
+            },
             "fit": None if self.fit is None else self.fit.to_dict(),
             "notes": list(self.notes),
+            "hold_state": {"streak": self.hold_state[0], "since": self.hold_state[1]},
         }
         return _json_safe(out)
 
@@ -239,7 +277,9 @@ class MonitorReport:
             "fraction": self.fraction,
             "p_beat": self.p_beat,
             "p_target": self.p_target,
+            "threshold": self.threshold,
             "gain": self.gain,
+            "p_peak": None if self.peak is None else self.peak.p_value,
             "compute_to_target": None
             if self.target_compute is None
             else self.target_compute.compute,
@@ -261,18 +301,20 @@ class MonitorReport:
             f"    advice: {self.advice.upper()}: {self.reason}",
         ]
         if self.forecast is not None:
+            pred = self.forecast.predictive
+            what = "curve" if pred is None else pred.quantity
             lines.append(
                 f"    at the budget: {self.mean:.3f} [{self.lower:.3f}, {self.upper:.3f}] "
-                f"({self.level:.0%}, curve)"
+                f"({self.level:.0%}, {what})"
             )
         if self.baseline is not None and self.baseline_mean is not None:
-            p = "" if self.p_beat is None else f"; p(above) = {self.p_beat:.2f}"
+            p = "" if self.p_beat is None else f"; p(above) = {_p(self.p_beat)}"
             lines.append(
                 f"    baseline {self.baseline}: {self.baseline_mean:.3f} "
                 f"[{self.baseline_lower:.3f}, {self.baseline_upper:.3f}]{p}"
             )
         if self.target_compute is not None:
-            p = "" if self.p_target is None else f" (p(reached by the budget) {self.p_target:.2f})"
+            p = "" if self.p_target is None else f" (p(reached by the budget) {_p(self.p_target)})"
             lines.append(f"    target: {self.target_compute.message}{p}")
         if self.fit is not None:
             f = self.fit
@@ -307,39 +349,56 @@ class Monitor:
     ----------
     budget : float
         The planned compute of the run, in the units of the compute values passed.
-    baseline : SigmoidFit, DataFrame, path, float or None
-        What to beat at the budget: a fitted curve, a finished run (a frame with ``compute`` and
-        ``reward``, e.g. from :func:`rlcurves.read_log`), a log path (read with ``read_log`` and
-        ``read_log_kws``), or a plain number (a reward level known exactly). Same compute axis.
+    baseline : SigmoidFit, DataFrame, path, Predictive, float or None
+        What to beat at the budget: a finished run (a frame with ``compute`` and ``reward``, e.g.
+        from :func:`rlcurves.read_log`, or a log path read with ``read_log`` and
+        ``read_log_kws``), a fitted curve, draws of a level (a
+        :class:`~rlcurves.predictive.Predictive`, e.g. :func:`rlcurves.decide.final_level`), or a
+        plain number (a level known exactly). Same compute axis. A finished run that reached the
+        budget counts at the level it had there, the mean of its evaluations over the last tenth
+        of the budget, known only to its noise; one that stopped short, and a fitted curve, at the
+        forecast of its curve at the budget.
     target : float, optional
         A reward to reach: the report gives the compute to reach it and the probability that the
         curve is there at the budget.
     level : float
         Interval level of the forecast and of the compute to target.
-    min_points : int
-        Evaluations needed before any advice other than "too early to tell".
-    min_fraction : float
-        Fraction of the budget that must be spent before advising (a forecast from a tenth of the
-        budget extrapolates far).
-    p_unlikely : float
-        Advise "unlikely to beat the baseline" (or "... to reach the target") when the
-        probability of ending above it is at most this.
-    p_on_track : float
-        Say "on track" when that probability is at least this.
-    min_gain : float
+    rule : StopRule, optional
+        The stop rule (thresholds, the "too early" fraction, hysteresis, peak settings); default
+        :data:`rlcurves.decide.DEFAULT_RULE`, measured on finished real runs. The keywords below
+        override single fields of it.
+    min_points : int, optional
+        Evaluations needed before any advice other than "too early to tell" (rule: 8).
+    min_fraction : float, optional
+        Fraction of the budget that must be spent before a stop advice (the rule's measured
+        "too early" fraction by default).
+    p_unlikely : float, optional
+        A constant stop threshold instead of the rule's schedule: advise "unlikely to beat the
+        baseline" (or "... to reach the target") when the probability of ending above it is at
+        most this.
+    p_on_track : float, optional
+        Say "on track" when that probability is at least this (rule: 0.8).
+    min_gain : float, optional
         "peaked" when the rest of the budget plausibly adds less than this (the interval's end
-        at the budget minus the fitted value now), or when the smoothed reward has fallen more
-        than this below its best over ``peak_patience`` evaluations.
-    peak_patience : int
-        Evaluations since the best smoothed reward before a fall counts as a peak.
-    smooth : int
-        Evaluations in the rolling mean used to find the peak.
+        at the budget minus the fitted value now; rule: 0.01). The smallest fall that counts as
+        a peak is the rule's ``peak_drop`` (0.02).
+    peak_patience : int, optional
+        Evaluations since the best running median before a fall counts as a peak (rule: 4).
+    smooth : int, optional
+        Smallest running-median window of the peak test (rule: 5; the window is
+        ``max(smooth, n // 10)``).
+    hold : int, optional
+        Consecutive refits a stop advice must hold before it is given (rule: 2, spanning at
+        least ``rule.hold_span`` of the budget).
     higher_is_better : bool
         False for a loss: "beat", "reach" and "gain" then mean lower values.
     n_samples : int
         Bootstrap resamples of each forecast.
     seed : int, optional
         Seed of the bootstrap (the same seed every refit, so reports differ only by the data).
+    calibration : Calibration, optional
+        What calibrates the forecast's interval (:func:`rlcurves.calibrate.calibrate` on your own
+        finished runs); default the shipped one (see :func:`rlcurves.forecast`).
     fit_kws : dict, optional
         Passed to :func:`rlcurves.fit_sigmoid` (``r0``, ``min_compute``, ``max_compute``...).
     read_log_kws : dict, optional
@@ -349,7 +408,7 @@ class Monitor:
 
     Examples
     --------
-    >>> mon = Monitor(budget=1.3e6, baseline=baseline_fit)                       # doctest: +SKIP
+    >>> mon = Monitor(budget=1.3e6, baseline="runs/baseline/log.jsonl")          # doctest: +SKIP
     >>> report = mon.update(step * tokens_per_step, eval_reward)                 # doctest: +SKIP
     >>> if report.stop: ...                                                      # doctest: +SKIP
     """
@@ -361,49 +420,56 @@ class Monitor:
         baseline: Any = None,
         target: float | None = None,
         level: float = 0.9,
-        min_points: int = 8,
-        min_fraction: float = 0.2,
-        p_unlikely: float = 0.05,
-        p_on_track: float = 0.8,
-        min_gain: float = 0.01,
-        peak_patience: int = 4,
-        smooth: int = 3,
+        rule: StopRule | None = None,
+        min_points: int | None = None,
+        min_fraction: float | None = None,
+        p_unlikely: float | None = None,
+        p_on_track: float | None = None,
+        min_gain: float | None = None,
+        peak_patience: int | None = None,
+        smooth: int | None = None,
+        hold: int | None = None,
         higher_is_better: bool = True,
         n_samples: int = 500,
         seed: int | None = 0,
+        calibration: Calibration | None = None,
         fit_kws: dict[str, Any] | None = None,
         read_log_kws: dict[str, Any] | None = None,
         label: str | None = None,
     ) -> None:
-        budget = float(budget)
+        from .decide import DEFAULT_RULE
+
+        budget = _number("budget", budget)
         if not (math.isfinite(budget) and budget > 0):
             raise RLCurvesError(f"budget must be a positive compute value, got {budget}")
-        if not 0 <= p_unlikely < p_on_track <= 1:
-            raise RLCurvesError(
-                f"need 0 <= p_unlikely < p_on_track <= 1, got p_unlikely={p_unlikely}, "
-                f"p_on_track={p_on_track}"
-            )
         if not 0 < level < 1:
             raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
-        if target is not None and not math.isfinite(float(target)):
+        if target is not None and not math.isfinite(_number("target", target)):
             raise RLCurvesError(f"target must be a finite reward or None, got {target}")
-        for name, value in (("min_points", min_points), ("peak_patience", peak_patience),
-                            ("smooth", smooth), ("n_samples", n_samples)):  # fmt: skip
-            if int(value) < 1:
-                raise RLCurvesError(f"{name} must be a positive integer, got {value}")
+        if min_fraction is not None and not 0 <= min_fraction <= 1:
+            raise RLCurvesError(f"min_fraction must be in [0, 1], got {min_fraction}")
+        if int(n_samples) < 1:
+            raise RLCurvesError(f"n_samples must be a positive integer, got {n_samples}")
+        rule = DEFAULT_RULE if rule is None else rule
+        if not isinstance(rule, StopRule):
+            raise RLCurvesError(f"rule must be a rlcurves.decide.StopRule, got {rule!r}")
+        given = dict(min_points=min_points, p_on_track=p_on_track, min_gain=min_gain,
+                     peak_patience=peak_patience, smooth=smooth, hold=hold,
+                     min_fraction=min_fraction, p_unlikely=p_unlikely)  # fmt: skip
+        given = {k: v for k, v in given.items() if v is not None}
+        if p_unlikely is not None and not (0 <= p_unlikely < (p_on_track or rule.p_on_track)):
+            raise RLCurvesError(
+                f"need 0 <= p_unlikely < p_on_track <= 1, got p_unlikely={p_unlikely}, "
+                f"p_on_track={p_on_track or rule.p_on_track}"
+            )
+        self.rule = rule.replace(**given) if given else rule
         self.budget = budget
         self.target = None if target is None else float(target)
         self.level = float(level)
-        self.min_points = int(min_points)
-        self.min_fraction = float(min_fraction)
-        self.p_unlikely = float(p_unlikely)
-        self.p_on_track = float(p_on_track)
-        self.min_gain = float(min_gain)
-        self.peak_patience = int(peak_patience)
-        self.smooth = int(smooth)
-        self.sign = 1.0 if higher_is_better else -1.0
+        self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
         self.seed = seed
+        self.calibration = calibration
         self.fit_kws = dict(fit_kws or {})
         self.read_log_kws = dict(read_log_kws or {})
         self.label = label
@@ -413,7 +479,19 @@ class Monitor:
         self.log_attrs: dict[str, Any] = {}
         self._report: MonitorReport | None = None
         self._fitted_n = -1
+        self._hysteresis = Hysteresis.for_rule(self.rule)
+        self._resumed: tuple[int, int, float] | None = None
+        self._fresh = True  # no refit yet: the first may warm the hysteresis up
         self.baseline_name, self._baseline = self._resolve_baseline(baseline)
+
+    # the rule's fields, as attributes (what the keywords set)
+    min_points = property(lambda self: self.rule.min_points)
+    min_fraction = property(lambda self: self.rule.min_fraction)
+    p_on_track = property(lambda self: self.rule.p_on_track)
+    min_gain = property(lambda self: self.rule.min_gain)
+    peak_patience = property(lambda self: self.rule.peak_patience)
+    smooth = property(lambda self: self.rule.smooth)
+    hold = property(lambda self: self.rule.hold)
 
     # ---- data in ----------------------------------------------------------------------------
     @property
@@ -430,8 +508,8 @@ class Monitor:
         compute, reward : float or array_like
             Compute at the evaluation (same units as ``budget``) and the evaluated reward.
         """
-        c = np.atleast_1d(np.asarray(compute, dtype=float))
-        r = np.atleast_1d(np.asarray(reward, dtype=float))
+        c = _numbers("compute", compute)
+        r = _numbers("reward", reward)
         if c.shape != r.shape or c.ndim != 1:
             raise RLCurvesError(
                 f"compute and reward must have the same length, got {c.shape} and {r.shape}"
@@ -464,9 +542,32 @@ class Monitor:
             self.label = str(df.attrs.get("run") or Path(str(path)).name)
         return self.report()
 
+    def resume(self, record: dict[str, Any]) -> None:
+        """Carry the stop advice's hysteresis over from a previous report of this run.
+
+        ``record`` is a :meth:`MonitorReport.to_dict` record (the last line of the JSON-lines
+        report ``rlcurves watch`` keeps): a process that refits once and exits (``watch --once``
+        from a scheduler) then still needs a stop advice to hold on two consecutive refits, and
+        a refit of the same evaluations as the record's does not count twice.
+        """
+        state = record.get("hold_state") or {}
+        try:
+            n = int(record["n_points"])
+            streak = int(state.get("streak", 0))
+            since = float(state.get("since", math.nan))
+        except (KeyError, TypeError, ValueError):
+            raise RLCurvesError(
+                "resume needs a record from MonitorReport.to_dict (with n_points and hold_state)"
+            ) from None
+        self._resumed = (n, streak, since)
+
     # ---- the report ---------------------------------------------------------------------------
     def report(self) -> MonitorReport:
-        """The report for the points held (cached until new points arrive)."""
+        """The report for the points held (cached until new points arrive).
+
+        Each new report is one refit: its stop advice counts towards the ``hold`` consecutive
+        refits a stop must hold on.
+        """
         n = len(self._compute)
         if self._report is not None and n == self._fitted_n:
             return self._report
@@ -475,9 +576,6 @@ class Monitor:
         return self._report
 
     def _make_report(self) -> MonitorReport:
-        from .fit import fit_sigmoid
-        from .forecast import forecast
-
         pts = self.points
         n = len(pts)
         now = float(pts["compute"].max()) if n else 0.0
@@ -497,121 +595,136 @@ class Monitor:
                 baseline_lower=self._baseline["lower"],
                 baseline_upper=self._baseline["upper"],
             )
+        h = self._hysteresis
+        first, self._fresh = self._fresh, False
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the report carries fit.message
-                fit = fit_sigmoid(
-                    pts["compute"].to_numpy(), pts["reward"].to_numpy(), label=self.label,
-                    **self.fit_kws,
-                )  # fmt: skip
+            fit, ok, fc, peak, raw = self._refit(pts)
         except RLCurvesError as exc:
+            h.reset()
             return MonitorReport(advice=TOO_EARLY, reason=f"no fit yet: {exc}", **base)
-        ok, why = identified(fit)
-        fc = forecast(
-            fit, self.budget, level=self.level, n=self.n_samples, seed=self.seed, progress=False
-        )
-        draws = _draws_at_budget(fc, self.level)
-        s = self.sign
-        fitted_now = float(fit.predict(now))
-        end = float(fc.upper) if s > 0 else float(fc.lower)
-        gain = s * (end - fitted_now) if now < self.budget else 0.0
-        peak_c, since, fall = self._peak(pts)
+        if self._resumed is not None:  # the state a previous process left (see resume)
+            n_then, streak, since = self._resumed
+            self._resumed = None
+            if n == n_then and raw.stop:  # the same refit again: the state before it
+                streak -= 1
+            h.streak, h.since = max(streak, 0), since if streak > 0 else math.nan
+        elif first and raw.stop:
+            # a first look at a run under way: refit it as it stood before, so that a one-shot
+            # look (watch --once on a log) advises a stop only if it has held
+            self._warm_up(pts, now)
+        d = h.update(raw)
         out = MonitorReport(
-            advice=TOO_EARLY,
-            reason="",
+            advice=d.advice,
+            reason=d.reason,
             fit=fit,
-            is_identified=ok,
+            is_identified=ok[0],
             forecast=fc,
-            gain=gain,
-            peak_compute=peak_c,
-            evals_since_peak=since,
+            p_beat=d.p_above,
+            p_target=d.p_target,
+            threshold=None if not math.isfinite(d.threshold) else d.threshold,
+            pending=d.pending,
+            gain=d.gain,
+            peak=peak,
+            peak_compute=peak.peak_compute,
+            evals_since_peak=peak.evals_since_peak,
+            decision=d,
+            hold_state=(h.streak, h.since),
             **base,
         )
-        if self._baseline is not None:
-            out.p_beat = _prob_greater(s * draws, s * self._baseline["draws"])
         if self.target is not None:
-            out.p_target = float(np.mean(s * draws >= s * self.target))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out.target_compute = fit.compute_to_reach(
                     self.target, level=self.level, n_samples=self.n_samples, seed=self.seed
                 )
-        out.advice, out.reason = self._advise(out, ok, why, fall)
         return out
 
-    def _peak(self, pts: pd.DataFrame) -> tuple[float | None, int, float]:
-        """Best smoothed evaluation: its compute, evaluations since, and the fall from it."""
-        if len(pts) < self.smooth:
-            return None, 0, 0.0
-        smoothed = self.sign * pts["reward"].rolling(self.smooth).mean().to_numpy()
-        i = int(np.nanargmax(smoothed))
-        fall = float(smoothed[i] - smoothed[-1])
-        return float(pts["compute"].iloc[i]), len(pts) - 1 - i, fall
+    def _refit(self, pts: pd.DataFrame):
+        """Fit, forecast at the budget, peak test and the raw decision for ``pts``."""
+        from .decide import decide, peak_test
+        from .fit import fit_sigmoid
+        from .forecast import forecast
 
-    def _advise(self, r: MonitorReport, ok: bool, why: str, fall: float) -> tuple[str, str]:
-        pct = f"{self.level:.0%}"
-        if r.n_points < self.min_points:
-            return TOO_EARLY, (
-                f"{r.n_points} of the {self.min_points} evaluations needed (min_points)"
-            )
-        if r.fraction < self.min_fraction:
-            return TOO_EARLY, (
-                f"{r.fraction:.0%} of the budget spent, advice from {self.min_fraction:.0%} on "
-                "(min_fraction)"
-            )
-        if not ok:
-            return TOO_EARLY, f"the fit does not determine the ceiling yet ({why})"
-        at = f"{r.mean:.3f} [{r.lower:.3f}, {r.upper:.3f}] ({pct}) at the budget"
-        if r.p_beat is not None and r.p_beat <= self.p_unlikely:
-            return UNLIKELY_BASELINE, (
-                f"forecast {at} vs the baseline's {r.baseline_mean:.3f}: p(above) = "
-                f"{r.p_beat:.2f} <= p_unlikely = {self.p_unlikely:g}; stop it and free the "
-                "compute"
-            )
-        if r.baseline is None and r.p_target is not None and r.p_target <= self.p_unlikely:
-            return UNLIKELY_TARGET, (
-                f"forecast {at} vs the target {self.target:g}: p(reached) = {r.p_target:.2f} "
-                f"<= p_unlikely = {self.p_unlikely:g}"
-            )
-        if r.fraction < 1 and r.gain is not None and r.gain < self.min_gain:
-            return PEAKED, (
-                f"the rest of the budget adds at most {r.gain:+.3f} ({pct}), less than "
-                f"min_gain = {self.min_gain:g}: the run is on its plateau"
-            )
-        # a fall counts when it exceeds min_gain and the noise of two smoothed means (2 sd)
-        noise = 2 * r.fit.noise_sd * math.sqrt(2 / self.smooth) if r.fit.dof > 0 else 0.0
-        if r.evals_since_peak >= self.peak_patience and fall > max(self.min_gain, noise):
-            return PEAKED, (
-                f"the smoothed reward peaked at C = {format_compute(r.peak_compute)}, "
-                f"{r.evals_since_peak} evaluations ago, and has fallen {fall:.3f} since "
-                f"(more than min_gain = {self.min_gain:g} and twice its noise, {noise:.3f})"
-            )
-        p = r.p_beat if r.baseline is not None else r.p_target
-        what = "the baseline" if r.baseline is not None else f"the target {self.target}"
-        if p is not None and p >= self.p_on_track:
-            return ON_TRACK, f"forecast {at}: p(beats {what}) = {p:.2f} >= p_on_track"
-        if p is not None:
-            return CONTINUE, f"forecast {at}: p(beats {what}) = {p:.2f}, not decided yet"
-        return CONTINUE, f"forecast {at}; still improving"
+        now = float(pts["compute"].max())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the report carries fit.message
+            fit = fit_sigmoid(pts["compute"].to_numpy(), pts["reward"].to_numpy(),
+                              label=self.label, **self.fit_kws)  # fmt: skip
+        ok = identified(fit)
+        fc = forecast(fit, self.budget, level=self.level, n=self.n_samples, seed=self.seed,
+                      progress=False, calibration=self.calibration)  # fmt: skip
+        rule = self.rule
+        peak = peak_test(fit, sign=self.sign, smooth=rule.smooth, alpha=rule.peak_alpha,
+                         min_drop=rule.peak_drop, patience=rule.peak_patience,
+                         seed=self.seed)  # fmt: skip
+        raw = decide(
+            fc,
+            fraction=now / self.budget,
+            n_points=len(pts),
+            identified=ok,
+            baseline=None if self._baseline is None else self._baseline["draws"],
+            baseline_label=None if self._baseline is None else self._baseline["mean"],
+            target=self.target,
+            fitted_now=float(fit.predict(now)),
+            progress=now / fit.C_mid,
+            peak=peak,
+            sign=self.sign,
+            rule=rule,
+        )
+        return fit, ok, fc, peak, raw
+
+    def _warm_up(self, pts: pd.DataFrame, now: float) -> None:
+        """Feed the hysteresis the refits of the run as it stood ``hold_span`` of the budget
+        earlier (``hold - 1`` of them, evenly spaced), oldest first."""
+        h, rule = self._hysteresis, self.rule
+        c = pts["compute"].to_numpy()
+        ends = []
+        for j in range(rule.hold - 1, 0, -1):
+            before = now - rule.hold_span * self.budget * j / (rule.hold - 1)
+            upto = int(np.searchsorted(c, before, side="right"))
+            if upto > 0 and upto not in ends:
+                ends.append(upto)
+        for upto in ends:
+            try:
+                raw = self._refit(pts.iloc[:upto])[-1]
+            except RLCurvesError:
+                h.reset()
+                continue
+            h.update(raw)
 
     # ---- the baseline ---------------------------------------------------------------------------
     def _resolve_baseline(self, baseline: Any) -> tuple[str | None, dict | None]:
+        from .decide import final_level
         from .fit import fit_sigmoid
-        from .forecast import forecast
+        from .forecast import Forecast, forecast
+        from .predictive import Predictive
         from .result import SigmoidFit
 
         if baseline is None:
             return None, None
-        if isinstance(baseline, (int, float)) and not isinstance(baseline, bool):
+        if isinstance(baseline, (int, float, np.integer, np.floating)) and not isinstance(
+            baseline, bool
+        ):
             v = float(baseline)
             if not math.isfinite(v):
                 raise RLCurvesError(f"a numeric baseline must be finite, got {baseline}")
             return f"{v:g}", {"mean": v, "lower": v, "upper": v, "draws": np.array([v])}
+        if isinstance(baseline, Forecast):
+            if baseline.predictive is None:
+                raise RLCurvesError(
+                    "the baseline forecast is unbounded (no predictive distribution); pass a "
+                    "finished run, a fit or a number"
+                )
+            baseline = baseline.predictive
+        if isinstance(baseline, Predictive):
+            return baseline.quantity, self._level_of(baseline)
         name = None
         if isinstance(baseline, (str, os.PathLike)):
             from .logs import read_log
 
             name = Path(str(baseline)).name
+            if isinstance(baseline, str) and baseline.startswith("example:"):
+                name = baseline.split(":", 1)[1]
             baseline = read_log(baseline, **self.read_log_kws)
         if isinstance(baseline, pd.DataFrame):
             missing = {"compute", "reward"} - set(baseline.columns)
@@ -622,46 +735,59 @@ class Monitor:
                 )
             attrs = baseline.attrs
             name = name or str(attrs.get("name") or attrs.get("run") or "baseline")
+            c = baseline["compute"].to_numpy(float)
+            r = baseline["reward"].to_numpy(float)
+            if c.size and float(np.nanmax(c)) >= self.budget * (1 - 1e-9):
+                # a finished run that reached the budget: its level there, known to its noise
+                return name, self._level_of(final_level(c, r, at=self.budget))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 baseline = fit_sigmoid("compute", "reward", data=baseline, label=name,
                                        **self.fit_kws)  # fmt: skip
         if not isinstance(baseline, SigmoidFit):
             raise RLCurvesError(
-                "baseline must be a SigmoidFit, a DataFrame with compute and reward, a log path "
-                f"or a number, got {type(baseline).__name__}"
+                "baseline must be a finished run (a DataFrame with compute and reward, or a log "
+                "path), a SigmoidFit, a Predictive or a number, got "
+                f"{type(baseline).__name__}"
             )
         name = name or baseline.label or "baseline"
         # another seed than the run's forecast: the two draws must be independent
         seed = None if self.seed is None else self.seed + 1
-        fc = forecast(
-            baseline, self.budget, level=self.level, n=self.n_samples, seed=seed, progress=False
-        )
-        return name, {
-            "mean": float(fc.mean),
-            "lower": float(fc.lower),
-            "upper": float(fc.upper),
-            "draws": _draws_at_budget(fc, self.level),
-            "fit": baseline,
-        }
+        fc = forecast(baseline, self.budget, level=self.level, n=self.n_samples, seed=seed,
+                      progress=False, calibration=self.calibration)  # fmt: skip
+        if fc.predictive is None:
+            raise RLCurvesError(
+                f"the baseline {name!r} has too few evaluations for a forecast at the budget "
+                f"(its interval is unbounded): {fc.note}"
+            )
+        return name, {**self._level_of(fc.predictive), "fit": baseline}
+
+    def _level_of(self, pred: Predictive) -> dict:
+        lo, hi = pred.interval(self.level)
+        draws = pred.column(0)
+        mean = float(pred.info.get("mean", np.mean(draws)))
+        return {"mean": mean, "lower": float(lo[0]), "upper": float(hi[0]), "draws": draws}
 
 
-def _draws_at_budget(fc: Forecast, level: float) -> np.ndarray:
-    """Draws of the curve at the budget: the forecast's samples, or (a method without samples)
-    a normal matched to its interval."""
-    if fc.samples is not None:
-        return np.asarray(fc.samples, dtype=float)[:, 0]
-    from scipy.stats import norm
-
-    z = norm.ppf((1 + level) / 2)
-    sd = max((float(fc.upper) - float(fc.lower)) / (2 * z), 1e-12)
-    return float(fc.mean) + sd * norm.ppf((np.arange(1000) + 0.5) / 1000)
+def _number(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise RLCurvesError(f"{name} must be a number, got {value!r}") from None
 
 
-def _prob_greater(x: np.ndarray, y: np.ndarray) -> float:
-    from .compare import prob_greater
+def _numbers(name: str, value: Any) -> np.ndarray:
+    try:
+        return np.atleast_1d(np.asarray(value, dtype=float))
+    except (TypeError, ValueError):
+        raise RLCurvesError(
+            f"{name} must be numbers (a float or a list of floats), got {value!r}"
+        ) from None
 
-    return prob_greater(x, y)
+
+def _p(p: float) -> str:
+    """A probability as printed: three decimals, or "< 0.001"."""
+    return "< 0.001" if p < 0.0005 else f"{p:.3f}"
 
 
 _ROUTINE_CLEANING = ("drop_missing_reward", "join_compute_same_step")
@@ -764,3 +890,20 @@ def live_forecast_record(
     record[prefix + "advice"] = report.advice
     record[prefix + "reason"] = report.reason
     return record
+
+
+__all__ = [
+    "ADVICE",
+    "CONTINUE",
+    "ON_TRACK",
+    "PEAKED",
+    "STOP_ADVICE",
+    "TOO_EARLY",
+    "UNLIKELY_BASELINE",
+    "UNLIKELY_TARGET",
+    "Monitor",
+    "MonitorReport",
+    "identified",
+    "live_forecast_record",
+    "plot_monitor",
+]

@@ -105,6 +105,8 @@ def test_stop_when_unlikely_stops_the_run_once_the_fit_is_identified(tmp_path):
     final = cb.reports[-1]
     assert final.advice == UNLIKELY_BASELINE and final.is_identified
     assert all(not r.stop for r in cb.reports[:-1])
+    # issue 27: the stop advice held on the evaluation before (two refits, 5% of the budget apart)
+    assert cb.reports[-2].pending == UNLIKELY_BASELINE
     assert trainer.state.global_step == final.compute
 
 

@@ -6,6 +6,7 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import rlcurves
@@ -39,8 +40,12 @@ def feed(monitor, c, r):
 
 
 def final(monitor, c, r):
-    """The report after all evaluations (one refit)."""
-    return monitor.update(c, r)
+    """The report after all evaluations: two refits (a stop advice must hold on two consecutive
+    refits spanning the rule's hold_span of the budget), the first without the last 5%."""
+    c, r = np.asarray(c), np.asarray(r)
+    early = c <= c.max() - 0.05 * monitor.budget
+    monitor.update(c[early], r[early])
+    return monitor.update(c[~early], r[~early])
 
 
 def test_better_run_goes_from_too_early_to_on_track():
@@ -232,3 +237,71 @@ def test_plot_monitor_draws_the_budget_and_baseline():
     assert any("baseline" in t for t in labels) and any("target" in t for t in labels)
     assert rep.advice in fig.axes[0].get_title()
     plt.close(fig)
+
+
+def test_regression_update_with_words_raises_rlcurves_error():
+    # issue 27: Monitor.update(["a"], [0.1]) raised a bare ValueError from numpy
+    mon = Monitor(10.0)
+    with pytest.raises(rlcurves.RLCurvesError, match="compute must be numbers"):
+        mon.update(["a"], [0.1])
+    with pytest.raises(rlcurves.RLCurvesError, match="reward must be numbers"):
+        mon.update(1.0, "high")
+    with pytest.raises(rlcurves.RLCurvesError, match="budget must be a number"):
+        Monitor("a lot")
+
+
+def test_a_finished_baseline_counts_at_its_level_known_to_its_noise():
+    # a baseline run that reached the budget: the mean of its last tenth of the budget, with the
+    # standard error of that mean -- not the forecast of its fitted curve
+    c, r = simulated(n=200, seed=7, sd=0.02)
+    frame = pd.DataFrame({"compute": c, "reward": r})
+    mon = Monitor(4000.0, baseline=frame, n_samples=100)
+    tail = r[c >= 3600]
+    assert mon._baseline["mean"] == pytest.approx(tail.mean())
+    half = (mon._baseline["upper"] - mon._baseline["lower"]) / 2
+    assert half == pytest.approx(1.645 * 0.02 / np.sqrt(tail.size), rel=0.3)
+    # one that stopped short of the budget is forecast there (wider: it extrapolates)
+    short = Monitor(8000.0, baseline=frame, n_samples=100)
+    assert short._baseline["upper"] - short._baseline["lower"] > 2 * half
+
+
+def test_a_stop_holds_on_two_refits_and_carries_over_a_restart():
+    c, r = simulated(n=40, seed=1, A=0.45)
+    mon = Monitor(4000.0, baseline=0.6, n_samples=100)
+    reports = feed(mon, c, r)
+    first = next(i for i, rep in enumerate(reports) if rep.stop)
+    assert reports[first - 1].pending == UNLIKELY_BASELINE and not reports[first - 1].stop
+    assert "must hold on 2 consecutive refits" in reports[first - 1].reason
+    # a new process resumes from the last record: the same refit does not count twice...
+    pending = reports[first - 1].to_dict()
+    again = Monitor(4000.0, baseline=0.6, n_samples=100)
+    again.resume(pending)
+    assert again.update(c[:first], r[:first]).pending == UNLIKELY_BASELINE
+    # ...the next one does
+    again = Monitor(4000.0, baseline=0.6, n_samples=100)
+    again.resume(pending)
+    assert again.update(c[: first + 1], r[: first + 1]).advice == UNLIKELY_BASELINE
+    with pytest.raises(rlcurves.RLCurvesError, match="resume needs"):
+        again.resume({"advice": "continue"})
+
+
+def test_a_first_look_at_a_run_under_way_checks_the_stop_held():
+    # one update with the whole run (watch --once on a log): the run as it stood 3.5% of the
+    # budget earlier is refit too, so a stop that held is given at once...
+    c, r = simulated(n=40, seed=1, A=0.45)
+    rep = Monitor(4000.0, baseline=0.6, n_samples=100).update(c, r)
+    assert rep.advice == UNLIKELY_BASELINE
+    # ...and one that did not hold is not: the run fell only in its last three evaluations (the
+    # refit 3.5% of the budget earlier saw one of them: no fall in its running medians of 5)
+    r2 = r.copy()
+    r2[-3:] -= 0.2
+    rep = Monitor(4000.0, n_samples=100).update(c, r2)
+    assert not rep.stop and rep.pending == PEAKED
+    # against a baseline the fall is reported, not acted on (the forecast decides)
+    rep = Monitor(4000.0, baseline=0.40, n_samples=100).update(c, r2)
+    assert rep.pending is None and rep.peak.peaked and "peaked at" in rep.reason
+    # one outlying evaluation is not a fall at all (the peak test's running medians)
+    r2 = r.copy()
+    r2[-1] -= 0.3
+    rep = Monitor(4000.0, baseline=0.40, n_samples=100).update(c, r2)
+    assert rep.pending is None and not rep.peak.peaked

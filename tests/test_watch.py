@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import rlcurves
 from rlcurves.cli import main
+from rlcurves.decide import DEFAULT_RULE
 from rlcurves.monitor import ON_TRACK, TOO_EARLY, UNLIKELY_BASELINE, identified
 
 RUNS = Path(__file__).resolve().parents[1] / "rlcurves" / "data" / "runs"
@@ -65,11 +67,21 @@ def expected_gate(folder: Path, n: int, budget: float) -> bool:
     """The documented rule, recomputed from the library: may the monitor advise at all?"""
     df = rlcurves.read_log(folder / "log.jsonl", compute=AXIS)
     assert len(df) == n
-    if n < 8 or df["compute"].max() < 0.2 * budget:
+    if n < DEFAULT_RULE.min_points or df["compute"].max() < DEFAULT_RULE.min_fraction * budget:
         return False
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return identified(rlcurves.fit_sigmoid("compute", "reward", data=df))[0]
+
+
+def _gate(rec: dict) -> bool:
+    """The documented rule for any advice but "too early", from a report's record."""
+    rule = DEFAULT_RULE
+    return (
+        rec["identified"]
+        and rec["n_points"] >= rule.min_points
+        and (rec["fraction"] >= rule.min_fraction)
+    )
 
 
 def _advice(out: str) -> str:
@@ -89,8 +101,7 @@ def test_advice_moves_from_too_early_to_on_track_against_a_worse_baseline(tmp_pa
     # the advice is "too early" exactly where the rule forbids advice, "on track" elsewhere
     # (test_gate_recomputed_from_the_library_matches_the_monitor recomputes the rule itself)
     for rec in records:
-        n = rec["n_points"]
-        gate = rec["identified"] and n >= 8 and rec["fraction"] >= 0.2
+        gate = _gate(rec)
         assert rec["advice"] == (ON_TRACK if gate else TOO_EARLY), rec["reason"]
     first = next(r for r in records if r["advice"] == ON_TRACK)
     # an early call: on track with at most about half the evaluations in
@@ -104,9 +115,13 @@ def test_advice_says_unlikely_for_a_worse_run_and_only_when_identified(tmp_path)
     advice = [_advice(o) for o in outputs]
     assert advice[0] == TOO_EARLY and advice[-1] == UNLIKELY_BASELINE
     assert ON_TRACK not in advice
-    for rec in records:
+    for prev, rec in itertools.pairwise(records):
         if rec["stop"]:
-            assert rec["identified"] and rec["n_points"] >= 8 and rec["fraction"] >= 0.2
+            assert _gate(rec)
+            # issue 27: a stop advice holds on two consecutive refits, across `watch --once`
+            # calls (each a new process that resumes from the JSON-lines report)
+            assert prev["stop"] or prev["pending"] == rec["advice"], (prev, rec)
+    assert records[-2]["pending"] == UNLIKELY_BASELINE or records[-2]["stop"]
     # the run really ended below the baseline: its last evaluations vs the baseline's
     run = rlcurves.read_log(RUNS / "recipe_loo_pipeline_rl", compute=AXIS)["reward"]
     base = rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["reward"]
@@ -217,3 +232,50 @@ def test_watch_reads_a_csv_history(tmp_path):
     rc, out = watch(str(path), "--budget", "1325666", "--compute", "tokens_total", "--once",
                     "--no-plot", "--n-samples", "100")  # fmt: skip
     assert rc == 0 and "[[Monitor: history.csv]] 25 evaluations" in out
+
+
+def test_regression_too_few_points_names_the_flag_not_the_keyword(tmp_path):
+    # issue 27: watch on a log with too few points advised "fix R0 with r0=" (the flag is --r0)
+    lines = (RUNS / "recipe_loo_scalerl" / "log.jsonl").read_text().splitlines()
+    evals = [i for i, x in enumerate(lines) if json.loads(x)["kind"] == "eval"]
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines[: evals[2] + 1]) + "\n")
+    rc, out = watch(str(log), "--budget", "1325666", "--compute", AXIS, "--once", "--no-plot",
+                    "--n-samples", "50")  # fmt: skip
+    assert rc == 0, out
+    assert "--r0" in out and "r0=" not in out
+    assert "(--min-points)" in out or "no fit yet" in out
+
+
+def test_watch_options_of_the_stop_rule(tmp_path):
+    args = [str(RUNS / "recipe_loo_pipeline_rl"), "--compute", AXIS, "--baseline",
+            str(RUNS / "recipe_loo_scalerl"), "--once", "--no-plot", "--n-samples", "100",
+            "--out", str(tmp_path)]  # fmt: skip
+    rc, out = watch(*args, "--budget", "2651332", "--min-fraction", "0.9")  # at 50%
+    assert rc == 0 and _advice(out) == TOO_EARLY and "(--min-fraction)" in out
+    rc, out = watch(*args, "--budget", "1325666", "--p-unlikely", "0.0", "--hold", "1")
+    assert rc == 0
+    rec = json.loads((tmp_path / "rlcurves_monitor.jsonl").read_text().splitlines()[-1])
+    assert rec["threshold"] == 0.0
+
+
+def test_report_baseline_takes_the_runs_own_name(tmp_path):
+    # issue 27: `rlcurves report` wanted --baseline example:recipe_loo_scalerl
+    from rlcurves.cli_live import _report_baseline
+
+    runs = ["example:recipe_loo_scalerl", "runs/pipeline_rl/"]
+    assert _report_baseline(runs, "recipe_loo_scalerl") == "example:recipe_loo_scalerl"
+    assert _report_baseline(runs, "example:recipe_loo_scalerl") == "example:recipe_loo_scalerl"
+    assert _report_baseline(runs, "pipeline_rl") == "pipeline_rl"
+    assert _report_baseline(runs, None) is None
+    try:
+        _report_baseline(runs, "scalerl")
+    except rlcurves.RLCurvesError as exc:
+        assert "recipe_loo_scalerl" in str(exc) and "--baseline" in str(exc)
+    else:
+        raise AssertionError("an unknown --baseline must raise")
+    out = tmp_path / "r.html"
+    rc = main(["report", "example:recipe_loo_scalerl", "example:recipe_loo_pipeline_rl",
+               "--baseline", "recipe_loo_scalerl", "--compute", AXIS, "--fractions", "0.5",
+               "--n-samples", "50", "-o", str(out)])  # fmt: skip
+    assert rc == 0 and out.stat().st_size > 10_000

@@ -5,7 +5,9 @@ times a cost you give, or the trainer's FLOPs count), to a :class:`rlcurves.moni
 logs its ``forecast/*`` numbers through the trainer's own ``log`` (so they land in W&B,
 TensorBoard or whatever ``report_to`` configured, which file them as ``train/forecast/mean``
 and so on, and in ``trainer.state.log_history`` as ``forecast/mean``). With
-``stop_when`` it ends the run on the advice, never before the fit is identified.
+``stop_when`` it ends the run on the advice of :mod:`rlcurves.decide` (the measured stop rule):
+never before the fit is identified, and only once the advice has held on two consecutive
+evaluations spanning 3.5% of the budget.
 
 Examples
 --------
@@ -66,13 +68,15 @@ class ForecastCallback(TrainerCallback):
     stop_when : {"unlikely", "peaked", "any"}, optional
         Set ``control.should_training_stop`` when the advice is "unlikely to beat the baseline"
         or "... to reach the target" ("unlikely"), "peaked", or either ("any"). None: never.
+        The advice is the monitor's after its hysteresis: a stop is advised only once it has
+        held (:class:`rlcurves.decide.Hysteresis`).
     higher_is_better : bool, optional
         Default: False when the metric's name contains "loss", True otherwise.
     prefix : str
         Prefix of the logged names.
     **monitor_kws
-        Passed to :class:`rlcurves.monitor.Monitor` (``level``, ``min_points``, ``p_unlikely``,
-        ``p_on_track``, ``fit_kws``...).
+        Passed to :class:`rlcurves.monitor.Monitor` (``level``, ``rule``, ``min_points``,
+        ``min_fraction``, ``p_unlikely``, ``hold``, ``fit_kws``...).
 
     Attributes
     ----------

@@ -1,0 +1,590 @@
+"""Replay finished real runs through ``Monitor`` as if they were running: does the stop advice
+kill a winner, and how much compute does it save?
+
+The setting of issue 27. Two families of real runs: GSM8K (12 verl runs of Qwen2.5-0.5B,
+:func:`rlcurves.calibrate.load_corpus`) and MATH (17 GRPO runs of Qwen2.5-Math-1.5B,
+``cs336_grpo_math_qwen25math15b.csv``). For every ordered pair of runs (run, baseline) within a
+family: the baseline is the other run's final level (the mean of its evaluations over the last
+10% of its steps, known only to its noise: :func:`rlcurves.decide.final_level`), the budget is
+the run's own end, and the run is fed to a :class:`~rlcurves.monitor.Monitor` at 24 checkpoints
+from 10% to 100% of its budget (one refit each). Each refit's advice comes from
+:func:`rlcurves.decide.decide` and :class:`rlcurves.decide.Hysteresis`, exactly as in
+``Monitor``. A run is a *clear winner* when its own final level ends above the baseline's by
+more than 0.01, a *clear loser* when below by more than 0.01.
+
+Reported: clear winners ever told to stop (any stop advice; and by kind), clear losers stopped and
+the median fraction of the budget at which they are, and the compute saved (the fraction of the
+budget left when stopped, summed over pairs). The forecast of a run at a checkpoint does not depend
+on the baseline, so each run is refit 24 times and every pair reuses those refits: the whole
+replay is a few minutes.
+
+``--fit-thresholds`` sets the stop rule's schedule (the "too early" fraction and the p(above)
+threshold from each fraction on) from the measured false stops: over schedules whose threshold
+does not fall with the fraction, the one that stops the most clear losers (then saves the most
+compute) while telling at most ``--alpha`` of the clear winners to stop. It is chosen
+leave-one-family-out (on GSM8K, scored on MATH, and the reverse: the out-of-sample figures) and
+then on both families together; ``--write`` stores the latter in ``rlcurves/data/stop_rule.json``
+(:data:`rlcurves.decide.DEFAULT_RULE`) with the held-out figures beside it.
+
+Run: python -m benchmarks.monitor_replay [--quick] [--fit-thresholds [--write]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import itertools
+import json
+import math
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.signal import lfilter
+from tqdm.auto import tqdm
+
+from rlcurves import sigmoid
+from rlcurves.calibrate import default_calibration, load_corpus
+from rlcurves.decide import (
+    CONTINUE,
+    DEFAULT_RULE,
+    PEAKED,
+    UNLIKELY_BASELINE,
+    Decision,
+    Hysteresis,
+    PeakTest,
+    StopRule,
+    decide,
+    final_level,
+    first_stop,
+    prob_above,
+)
+from rlcurves.errors import RLCurvesError
+from rlcurves.forecast import Forecast
+from rlcurves.monitor import Monitor, identified
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).parent / "results"
+RULE_FILE = ROOT / "rlcurves" / "data" / "stop_rule.json"
+MATH_FILE = "cs336_grpo_math_qwen25math15b.csv"
+# until the MATH family ships in rlcurves/data/curves (issue 26), the shared copy
+MATH_PLACES = (ROOT / "rlcurves" / "data" / "curves" / MATH_FILE,
+               ROOT.parents[1] / "shared" / "data" / "curves" / MATH_FILE)  # fmt: skip
+CHECKPOINTS = np.linspace(0.1, 1.0, 24)
+PEAK_DROPS = (0.01, 0.015, 0.02, 0.03)  # the smallest falls called a peak, measured below
+TAIL = 0.1  # a run's final level: the mean over its last 10% of steps
+CLEAR = 0.01  # a clear winner (loser) ends above (below) the baseline by more than this
+N_SAMPLES = 500
+COMMAND = "python -m benchmarks.monitor_replay --fit-thresholds --write"
+
+
+# ---- the runs ---------------------------------------------------------------------------------
+def load_math(path: Path | None = None) -> dict[str, pd.DataFrame]:
+    """The MATH family: one frame per run (compute = GRPO step, reward = validation accuracy)."""
+    places = [Path(path)] if path else [p for p in MATH_PLACES if p.exists()]
+    if not places or not places[0].exists():
+        raise RLCurvesError(f"{MATH_FILE} not found (looked in {[str(p) for p in MATH_PLACES]})")
+    df = pd.read_csv(places[0], comment="#")
+    runs = {}
+    for name, g in df.groupby("run", sort=True):
+        g = g.sort_values("x")
+        frame = pd.DataFrame({"compute": g["x"].to_numpy(float),
+                              "reward": g["metric"].to_numpy(float)})  # fmt: skip
+        frame.attrs.update(source=str(places[0]), name=name)
+        runs[str(name)] = frame
+    return runs
+
+
+def families(math_path: Path | None = None) -> dict[str, dict[str, pd.DataFrame]]:
+    """The two families of real runs, by name."""
+    if math_path is None and "family" in inspect.signature(load_corpus).parameters:
+        return {f: load_corpus(family=f) for f in ("gsm8k", "math")}
+    return {"gsm8k": load_corpus(), "math": load_math(math_path)}  # before issue 26 ships MATH
+
+
+# ---- one run, refit at every checkpoint --------------------------------------------------------
+@dataclass
+class Refit:
+    """What one refit of a run gives every pair that run is in (the baseline enters later)."""
+
+    fraction: float
+    n_points: int
+    forecast: Forecast | None
+    ok: tuple[bool, str]
+    fitted_now: float | None
+    progress: float | None
+    peak: PeakTest | None
+    seconds: float
+
+
+def replay_run(
+    frame: pd.DataFrame,
+    *,
+    n_samples: int = N_SAMPLES,
+    seed: int = 0,
+    calibration=None,
+    every: bool = False,
+) -> list[Refit]:
+    """Feed ``frame`` to a Monitor at each checkpoint (budget = the run's end; ``every``: at
+    each evaluation from 10% of it on, as a watch does); keep each refit."""
+    c = frame["compute"].to_numpy(float)
+    r = frame["reward"].to_numpy(float)
+    budget = float(c.max())
+    checkpoints = c[c >= 0.1 * budget] / budget if every else CHECKPOINTS
+    # the peak test run down to the smallest fall of PEAK_DROPS; decide() judges it by the rule
+    rule = DEFAULT_RULE.replace(peak_drop=min(PEAK_DROPS))
+    mon = Monitor(budget, n_samples=n_samples, seed=seed, calibration=calibration, rule=rule)
+    out, fed = [], 0
+    for f in checkpoints:
+        upto = int(np.searchsorted(c, f * budget, side="right"))
+        if upto == fed:  # no new evaluation since the last checkpoint: no refit
+            continue
+        t0 = time.perf_counter()
+        rep = mon.update(c[fed:upto], r[fed:upto])
+        dt = time.perf_counter() - t0
+        fed = upto
+        ok = (False, "no fit") if rep.fit is None else identified(rep.fit)
+        now = None if rep.fit is None else float(rep.fit.predict(rep.compute))
+        progress = None if rep.fit is None else rep.compute / rep.fit.C_mid
+        out.append(Refit(rep.fraction, rep.n_points, rep.forecast, ok, now, progress, rep.peak, dt))
+    return out
+
+
+def decisions(refits: list[Refit], baseline, rule: StopRule, peak: bool = True) -> list[Decision]:
+    """The raw decision of each refit against ``baseline`` (what Monitor computes; without the
+    peak test when ``peak`` is False)."""
+    out = []
+    for x in refits:
+        if x.forecast is None:
+            out.append(Decision("too early to tell", "no fit"))
+            continue
+        out.append(
+            decide(x.forecast, fraction=x.fraction, n_points=x.n_points, identified=x.ok,
+                   baseline=baseline, fitted_now=x.fitted_now, progress=x.progress,
+                   peak=x.peak if peak else None, rule=rule)
+        )  # fmt: skip
+    return out
+
+
+# ---- every ordered pair ------------------------------------------------------------------------
+def held_out_calibration(name: str, fam: str, fams: dict, how: str):
+    """The forecast's calibration without the replayed run ("run"), without its family
+    ("family") or the shipped one ("shipped"): the shipped calibration was made on these same
+    runs, so the first two keep the replay out of sample."""
+    cal = default_calibration()
+    runs = set(np.asarray(cal.runs).tolist())
+    if how == "shipped" or name not in runs:
+        return None
+    if how == "run":
+        return cal.without(name)
+    others = [r for f, rs in fams.items() if f != fam for r in rs if r in runs]
+    return cal.subset(others) if hasattr(cal, "subset") else None
+
+
+def replay(
+    fams: dict[str, dict[str, pd.DataFrame]],
+    *,
+    n_samples: int = N_SAMPLES,
+    calibration: str = "run",
+    every: bool = False,
+) -> dict:
+    """Refit every run at every checkpoint; the levels and pair list to score rules on."""
+    runs, levels, pairs = {}, {}, []
+    items = [(fam, name, df) for fam, rs in fams.items() for name, df in rs.items()]
+    for i, (fam, name, df) in enumerate(tqdm(items, desc="runs", leave=False)):
+        cal = held_out_calibration(name, fam, fams, calibration)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            runs[(fam, name)] = replay_run(df, n_samples=n_samples, seed=i, calibration=cal,
+                                           every=every)  # fmt: skip
+        levels[(fam, name)] = final_level(df["compute"], df["reward"], tail=TAIL)
+    for fam, rs in fams.items():
+        for a, b in itertools.permutations(rs, 2):
+            pairs.append((fam, a, b))
+    return {"runs": runs, "levels": levels, "pairs": pairs, "frames": fams}
+
+
+def matrices(rep: dict, rule: StopRule) -> dict:
+    """Arrays over (pair, refit) to score many schedules fast: p(above), the rule's other
+    conditions (evaluations, an identified fit, a bounded forecast), the plateau verdicts (which
+    do not depend on the baseline) and the fractions."""
+    pairs = rep["pairs"]
+    k = max(len(v) for v in rep["runs"].values())
+    shape = (len(pairs), k)
+    p = np.full(shape, np.nan)
+    gate = np.zeros(shape, bool)
+    plateau = np.zeros(shape, bool)
+    frac = np.full(shape, np.inf)
+    progress = np.zeros(shape)
+    diff = np.empty(len(pairs))
+    # decide() without a baseline, the gates and the peak test: on a plateau or not (against a
+    # baseline a fall is reported, not acted on)
+    loose = rule.replace(schedule=((0.0, 0.0),), min_progress=0.0)
+    per_run = {}
+    for key, refits in rep["runs"].items():
+        raw = decisions(refits, None, loose, peak=False)
+        per_run[key] = (
+            np.array([d.advice == PEAKED for d in raw]),
+            np.array([x.forecast is not None and x.forecast.predictive is not None and x.ok[0]
+                      and x.n_points >= rule.min_points for x in refits]),
+        )  # fmt: skip
+    for i, (fam, a, b) in enumerate(pairs):
+        refits = rep["runs"][(fam, a)]
+        base = rep["levels"][(fam, b)]
+        n = len(refits)
+        plateau[i, :n], gate[i, :n] = per_run[(fam, a)]
+        frac[i, :n] = [x.fraction for x in refits]
+        progress[i, :n] = [0.0 if x.progress is None else x.progress for x in refits]
+        p[i, :n] = [
+            np.nan if x.forecast is None or x.forecast.predictive is None
+            else prob_above(x.forecast, base) for x in refits
+        ]  # fmt: skip
+        diff[i] = rep["levels"][(fam, a)].info["mean"] - base.info["mean"]
+    fam = np.array([x[0] for x in pairs])
+    return {"p": p, "gate": gate, "plateau": plateau, "frac": frac, "progress": progress,
+            "diff": diff, "family": fam}  # fmt: skip
+
+
+def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
+    """For every pair, the first refit told to stop under ``rule`` (-1: never) and whether it
+    was a p(above) stop (else peaked): decide() and Hysteresis, vectorized over pairs."""
+    frac = m["frac"]
+    thr = np.full(frac.shape, -np.inf)
+    for f, t in rule.schedule:
+        thr = np.where(frac >= f - 1e-12, t, thr)
+    ok = m["gate"] & (frac >= rule.min_fraction - 1e-12) & (m["progress"] >= rule.min_progress)
+    p = np.nan_to_num(m["p"], nan=1.0)
+    by_p = ok & (p <= thr)
+    raw = by_p | (ok & m["plateau"] & (p < rule.p_on_track))
+    n = raw.shape[0]
+    streak, since = np.zeros(n, int), np.zeros(n)
+    first = np.full(n, -1)
+    for j in range(raw.shape[1]):
+        f = frac[:, j]
+        since = np.where(raw[:, j] & (streak == 0), f, since)
+        streak = np.where(raw[:, j], streak + 1, 0)
+        hit = (streak >= rule.hold) & (f - since >= rule.hold_span - 1e-12) & (first < 0)
+        first[hit] = j
+    kind_p = np.zeros(n, bool)
+    has = first >= 0
+    kind_p[has] = by_p[np.flatnonzero(has), first[has]]
+    return first, kind_p
+
+
+def first_stops_exact(rep: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_stops` through decide() and Hysteresis themselves (what Monitor runs)."""
+    first, kind_p = [], []
+    for fam, a, b in rep["pairs"]:
+        ds = decisions(rep["runs"][(fam, a)], rep["levels"][(fam, b)], rule)
+        h = Hysteresis.for_rule(rule)
+        j = next((j for j, d in enumerate(ds) if h.update(d).stop), None)
+        first.append(-1 if j is None else j)
+        kind_p.append(j is not None and ds[j].advice == UNLIKELY_BASELINE)
+    return np.array(first), np.array(kind_p)
+
+
+def score(m: dict, rule: StopRule, mask: np.ndarray | None = None, stops=None) -> dict:
+    """The replay's figures for one rule over the pairs in ``mask``."""
+    mask = np.ones(m["diff"].size, bool) if mask is None else mask
+    first, kind_p = first_stops(m, rule) if stops is None else stops
+    first, kind_p = first[mask], kind_p[mask]
+    diff = m["diff"][mask]
+    frac = m["frac"][mask]
+    stopped = first >= 0
+    at = np.where(stopped, frac[np.arange(first.size), np.maximum(first, 0)], 1.0)
+    win, lose = diff > CLEAR, diff < -CLEAR
+    return {
+        "pairs": int(mask.sum()),
+        "winners": int(win.sum()),
+        "winners_stopped": int((win & stopped).sum()),
+        "winners_stopped_unlikely": int((win & stopped & kind_p).sum()),
+        "winners_stopped_peaked": int((win & stopped & ~kind_p).sum()),
+        "losers": int(lose.sum()),
+        "losers_stopped": int((lose & stopped).sum()),
+        "losers_median_fraction": float(np.median(at[lose & stopped])) if (lose & stopped).any()
+        else math.nan,
+        "stopped": int(stopped.sum()),
+        "saved": float(np.sum(1 - at)),
+        "saved_losers": float(np.sum(1 - at[lose])),
+    }  # fmt: skip
+
+
+def schedules(grid_f, grid_t, n_steps: int = 3):
+    """Schedules of up to ``n_steps`` (fraction, threshold) steps, thresholds not falling."""
+    for k in range(1, n_steps + 1):
+        for fs in itertools.combinations(grid_f, k):
+            for ts in itertools.combinations_with_replacement(grid_t, k):
+                yield tuple(zip(fs, ts, strict=True))
+
+
+# Where a schedule may step (fractions of the budget) and the thresholds it may use: never above
+# 0.05, so that a stop advice always means at most a 5% chance of ending above the baseline
+# (larger ones stopped more losers on the corpus without more false stops, because the
+# calibrated intervals are conservative there: a reason to tighten the intervals, not to tell a
+# user with a 20% chance to stop).
+GRID_F = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
+GRID_T = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05)
+
+
+def best_schedule(m: dict, mask: np.ndarray, alpha: float, rule: StopRule) -> StopRule:
+    """The rule whose schedule stops the most clear losers in ``mask`` (then saves the most
+    compute on them, then is the simplest) with at most ``alpha`` of its clear winners told to
+    stop."""
+    best, key = None, None
+    for sched in schedules(GRID_F, GRID_T):
+        cand = rule.replace(schedule=sched)
+        s = score(m, cand, mask)
+        if s["winners_stopped"] > alpha * s["winners"]:
+            continue
+        k = (s["losers_stopped"], round(s["saved_losers"], 6), -len(sched))
+        if key is None or k > key:
+            best, key = cand, k
+    return best
+
+
+def fmt(s: dict) -> str:
+    w = f"{s['winners_stopped']}/{s['winners']}"
+    lo = f"{s['losers_stopped']}/{s['losers']}"
+    return (
+        f"clear winners told to stop {w} ({_pct(s['winners_stopped'], s['winners'])}; "
+        f"{s['winners_stopped_unlikely']} as unlikely, {s['winners_stopped_peaked']} as peaked), "
+        f"clear losers stopped {lo} ({_pct(s['losers_stopped'], s['losers'])}) at a median "
+        f"{s['losers_median_fraction']:.0%} of the budget; compute saved "
+        f"{s['saved'] / s['pairs']:.1%} of all pairs' budgets"
+    )
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a / b:.0%}" if b else "-"
+
+
+def fit_thresholds(m: dict, masks: dict, alpha: float, rule: StopRule) -> dict:
+    """Leave-one-family-out schedules and their held-out figures, then the schedule on all."""
+    out = {}
+    families_ = [f for f in masks if f != "all"]
+    for held in families_ if len(families_) > 1 else []:
+        train = masks["all"] & ~masks[held]
+        fitted = best_schedule(m, train, alpha, rule)
+        s_in, s_out = score(m, fitted, train), score(m, fitted, masks[held])
+        out[f"{held} held out"] = {"schedule": fitted.schedule, "in_sample": s_in,
+                                   "held_out": s_out}  # fmt: skip
+        print(f"fit without {held}: {fitted.schedule}\n  in sample: {fmt(s_in)}\n"
+              f"  {held} (held out): {fmt(s_out)}")  # fmt: skip
+    fitted = best_schedule(m, masks["all"], alpha, rule)
+    s = score(m, fitted, masks["all"])
+    out["all"] = {"schedule": fitted.schedule, "in_sample": s}
+    print(f"fit on all: {fitted.schedule}\n  in sample: {fmt(s)}")
+    return out
+
+
+def by_fraction(m: dict, bins=(0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.01)) -> list[dict]:
+    """The measured false stops fraction by fraction: for each stretch of the budget and each
+    threshold of :data:`GRID_T`, the clear winners (and losers) with ``p(above) <= threshold``
+    at some refit there whose fit may advise (evaluations, identified) -- before hysteresis."""
+    win, lose = m["diff"] > CLEAR, m["diff"] < -CLEAR
+    rows = []
+    for lo, hi in itertools.pairwise(bins):
+        inside = m["gate"] & (m["frac"] >= lo) & (m["frac"] < hi)
+        p = np.where(inside, np.nan_to_num(m["p"], nan=1.0), 1.0)
+        row = {"from": lo, "to": min(hi, 1.0), "winners": int((win & inside.any(1)).sum()),
+               "losers": int((lose & inside.any(1)).sum())}  # fmt: skip
+        for t in GRID_T:
+            hit = (p <= t).any(axis=1)
+            row[f"winners p<={t:g}"] = int((win & hit).sum())
+            row[f"losers p<={t:g}"] = int((lose & hit).sum())
+        rows.append(row)
+    return rows
+
+
+def print_by_fraction(rows: list[dict]) -> None:
+    print("clear winners (losers) with p(above) <= threshold at a refit in each stretch of the "
+          "budget, before hysteresis:")  # fmt: skip
+    print("  budget      " + "".join(f"{'<= ' + format(t, 'g'):>14s}" for t in GRID_T))
+    for r in rows:
+        cells = "".join(
+            f"{r[f'winners p<={t:g}']:>4d}/{r['winners']:<3d}({r[f'losers p<={t:g}']:>3d})  "
+            for t in GRID_T
+        )
+        print(f"  {r['from']:.0%}-{r['to']:.0%}".ljust(14) + cells)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="100 resamples per forecast")
+    ap.add_argument("--fit-thresholds", action="store_true", help="set the schedule (see above)")
+    ap.add_argument("--alpha", type=float, default=0.03,
+                    help="most clear winners told to stop when fitting (share, 0.03)")  # fmt: skip
+    ap.add_argument("--write", action="store_true", help=f"write {RULE_FILE.name}")
+    ap.add_argument("--math", type=Path, help=f"path of {MATH_FILE}")
+    ap.add_argument("--simulate", type=int, default=0, metavar="N",
+                    help="also N simulated runs, scored for several min_progress")  # fmt: skip
+    ap.add_argument("--calibration", choices=("run", "family", "shipped"), default="run",
+                    help="the forecasts' calibration: without the replayed run (default), "
+                    "without its family, or the shipped one")  # fmt: skip
+    ap.add_argument("--every-evaluation", action="store_true",
+                    help="refit at every evaluation from 10%% on (as watch does), not at 24 "
+                    "checkpoints: do the two agree (the hysteresis's span)?")  # fmt: skip
+    ap.add_argument("--families", nargs="+", choices=("gsm8k", "math"),
+                    help="only these families (default both)")  # fmt: skip
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    fams = families(args.math)
+    fams = {f: v for f, v in fams.items() if not args.families or f in args.families}
+    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES, calibration=args.calibration,
+                 every=args.every_evaluation)  # fmt: skip
+    rule = DEFAULT_RULE
+    m = matrices(rep, rule)
+    masks = {f: m["family"] == f for f in fams}
+    masks["all"] = np.ones(m["diff"].size, bool)
+    # the shipped rule through decide() and Hysteresis themselves; the vectorized copy the
+    # threshold search uses must agree with it
+    exact = first_stops_exact(rep, rule)
+    fast = first_stops(m, rule)
+    assert np.array_equal(exact[0], fast[0]) and np.array_equal(exact[1], fast[1])
+    out = {"rule": rule.to_dict(), "calibration": args.calibration, "replay": {}}
+    print(f"the shipped rule: {rule.describe()}")
+    for f, mask in masks.items():
+        s = score(m, rule, mask, exact)
+        out["replay"][f] = s
+        print(f"  {f:6s} {s['pairs']} pairs: {fmt(s)}")
+    secs = np.array([x.seconds for v in rep["runs"].values() for x in v[1:]])
+    out["refit_seconds"] = {"median": float(np.median(secs)), "p90": float(np.quantile(secs, 0.9))}
+    t = out["refit_seconds"]
+    print(f"Monitor.update (refit, forecast, peak test): median {t['median']:.2f} s, 90th "
+          f"percentile {t['p90']:.2f} s")  # fmt: skip
+    out["peaks"] = peaks(rep, rule)
+    out["by_fraction"] = by_fraction(m)
+    print_by_fraction(out["by_fraction"])
+    if args.fit_thresholds:
+        out["fit"] = fit_thresholds(m, masks, args.alpha, rule)
+        if args.write:
+            RULE_FILE.write_text(json.dumps({
+                "command": COMMAND,
+                "alpha": args.alpha,
+                "schedule": out["fit"]["all"]["schedule"],
+                "held_out": {k: v["held_out"] for k, v in out["fit"].items() if k != "all"},
+                "in_sample": out["fit"]["all"]["in_sample"],
+            }, indent=1, default=float) + "\n")  # fmt: skip
+            print(f"wrote {RULE_FILE}")
+    if args.simulate:
+        sims = simulate(args.simulate)
+        out["simulated"] = {}
+        for mp in (0.0, 1.0, 1.5, 2.0, 3.0):
+            s = score_simulated(sims, rule.replace(min_progress=mp))
+            out["simulated"][str(mp)] = s
+            print(f"simulated, min_progress {mp:g}: clear winners told to stop "
+                  f"{s['winners_stopped']}/{s['winners']}, clear losers stopped "
+                  f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
+    out["seconds"] = time.perf_counter() - t0
+    RESULTS.mkdir(exist_ok=True)
+    name = (
+        "monitor_replay"
+        + ("_every" if args.every_evaluation else "")
+        + ("_" + "_".join(args.families) if args.families else "")
+        + ("_quick" if args.quick else "")
+    )
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(out, indent=2, default=float))
+    print(f"wrote {path} ({out['seconds']:.0f} s)")
+    return out
+
+
+def peaks(rep: dict, rule: StopRule) -> dict:
+    """The runs the peak test calls peaked (a fall, not a plateau; after the rule's other
+    conditions and hysteresis) for each smallest fall of :data:`PEAK_DROPS`: where, their level
+    then (the mean of the last tenth of the compute so far), their final level, and whether they
+    recovered (ended above that by more than 0.01)."""
+    out = {}
+    for drop in PEAK_DROPS:
+        r = rule.replace(peak_drop=drop)
+        calls = []
+        for (fam, name), refits in rep["runs"].items():
+            fell = [
+                Decision(PEAKED if x.ok[0] and x.n_points >= r.min_points
+                         and x.fraction >= r.min_fraction and x.peak is not None
+                         and x.peak.holds(r) else CONTINUE, "", fraction=x.fraction)
+                for x in refits
+            ]  # fmt: skip
+            j = first_stop(fell, r)
+            if j is None:
+                continue
+            df = rep["frames"][fam][name]
+            c, y = df["compute"].to_numpy(float), df["reward"].to_numpy(float)
+            at = refits[j].fraction * c.max()
+            then = final_level(c, y, at=at).info["mean"]
+            end = rep["levels"][(fam, name)].info["mean"]
+            calls.append({"run": f"{fam}/{name}", "fraction": refits[j].fraction, "final": end,
+                          "level_then": then, "recovered": end > then + CLEAR})  # fmt: skip
+        out[str(drop)] = calls
+        said = "; ".join(
+            f"{x['run']} at {x['fraction']:.0%} ({x['level_then']:.3f} -> {x['final']:.3f}"
+            f"{', RECOVERED' if x['recovered'] else ''})" for x in calls
+        ) or "none"  # fmt: skip
+        print(f"  peaked with a fall >= {drop:g}: {said}")
+    return out
+
+
+# ---- simulated runs ----------------------------------------------------------------------------
+def simulated_run(rng: np.random.Generator, n: int = 40):
+    """A simulated run (NOT real training) of ``n`` evaluations to its budget (1.0): a sigmoid
+    with A in [0.5, 0.85], R0 in [0.03, 0.3], C_mid in [0.1, 0.5] of the budget (runs still near
+    their midpoint well into the budget, which the real families rarely are), B in [1, 3];
+    evaluation noise sd 0.015 and AR(1) drift (sd 0.006, rho 0.9). Returns compute, rewards and
+    the true curve."""
+    A, R0 = rng.uniform(0.5, 0.85), rng.uniform(0.03, 0.3)
+    C_mid, B = rng.uniform(0.1, 0.5), rng.uniform(1, 3)
+    c = np.linspace(0, 1, n + 1)[1:]
+    mu = sigmoid(c, A=A, B=B, C_mid=C_mid, R0=R0)
+    drift = lfilter([1], [1, -0.9], rng.normal(0, 0.006 * math.sqrt(1 - 0.81), n))
+    return c, mu + drift + rng.normal(0, 0.015, n), mu
+
+
+def simulate(n_runs: int = 100, *, seed: int = 2027, looks: int = 16, n_samples: int = 100):
+    """Simulated runs watched at ``looks`` checkpoints from 10% to 100%, each against two
+    baselines known to their noise (sd 0.005): its true final level minus 0.012-0.04 (the run
+    wins) and plus 0.03-0.1 (it loses). Returns one record per run."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in tqdm(range(n_runs), desc="simulated runs", leave=False):
+        c, r, mu = simulated_run(rng)
+        true_end = mu[c >= 0.9].mean()
+        noise = 0.005 * np.random.default_rng(i).standard_normal(2000)
+        bases = (true_end - rng.uniform(0.012, 0.04), true_end + rng.uniform(0.03, 0.1))
+        mon = Monitor(1.0, n_samples=n_samples, seed=i)
+        refits, fed = [], 0
+        for f in np.linspace(0.1, 1.0, looks):
+            k = int(np.searchsorted(c, f, side="right"))
+            rep = mon.update(c[fed:k], r[fed:k])
+            fed = k
+            fit = rep.fit
+            refits.append(Refit(
+                rep.fraction, rep.n_points, rep.forecast,
+                (False, "no fit") if fit is None else identified(fit),
+                None if fit is None else float(fit.predict(rep.compute)),
+                None if fit is None else rep.compute / fit.C_mid, rep.peak, 0.0,
+            ))  # fmt: skip
+        out.append({"refits": refits, "observed": final_level(c, r).info["mean"],
+                    "winner_base": bases[0] + noise, "loser_base": bases[1] + noise})  # fmt: skip
+    return out
+
+
+def score_simulated(sims: list[dict], rule: StopRule) -> dict:
+    """Clear winners (observed final level above the baseline by more than 0.01) told to stop
+    and clear losers stopped, through decide() and Hysteresis."""
+    s = {"winners": 0, "winners_stopped": 0, "losers": 0, "losers_stopped": 0}
+    for x in sims:
+        for kind, base in (("winners", x["winner_base"]), ("losers", x["loser_base"])):
+            gap = x["observed"] - float(np.mean(base))
+            if (gap > CLEAR) if kind == "winners" else (gap < -CLEAR):
+                s[kind] += 1
+                s[f"{kind}_stopped"] += (
+                    first_stop(decisions(x["refits"], base, rule), rule) is not None
+                )
+    return s
+
+
+if __name__ == "__main__":
+    main()
