@@ -73,6 +73,7 @@ RUNGS = 20  # a look every 5% of the budget
 TOLERANCE = 0.01
 FINAL_WINDOW = 0.1  # a run's final value: its mean over the last 10% of the budget
 MATH_FILE = "cs336_grpo_math_qwen25math15b.csv"
+FAMILY_OTHER = {"gsm8k": "math", "math": "gsm8k"}
 _SHARED_MATH = Path("/work/shared/data/curves") / MATH_FILE
 MATH_REF = "ref_onpolicy_reinforce_baseline_lr4e-5"
 MATH_SWEEPS = {
@@ -386,15 +387,12 @@ def summarize(outcomes: list[Outcome]) -> dict:
 
 
 def family_calibrations(sweeps: list[Sweep]) -> dict[str, object]:
-    """Leave-one-family-out calibrations: for a family, the scores of the other family's runs."""
-    from rlcurves.calibrate import calibrate, default_calibration
+    """Leave-one-family-out calibrations: for a family, the shipped calibration's records of the
+    OTHER family's runs only (tau refitted on them), so no sweep is scored with its own runs."""
+    from rlcurves.calibrate import default_calibration, load_corpus
 
-    math_runs = {}
-    for s in sweeps:
-        if s.family == "math":
-            math_runs.update(s.runs)
-    cal_math = calibrate(math_runs, name=f"MATH GRPO runs ({len(math_runs)})", progress=False)
-    return {"gsm8k": cal_math, "math": default_calibration()}
+    cal = default_calibration()
+    return {fam: cal.subset(load_corpus(other)) for fam, other in FAMILY_OTHER.items()}
 
 
 def _setting(key: tuple[float, bool]) -> str:

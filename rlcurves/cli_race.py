@@ -72,17 +72,21 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--min-fraction",
         type=float,
-        default=0.25,
-        help="fraction of the budget a run must reach before it may be stopped (0.25)",
+        default=None,
+        help="fraction of the budget a run must reach before it may be stopped (default: the "
+        "measured stop rule's, rlcurves.decide.DEFAULT_RULE)",
     )
     p.add_argument(
         "--min-points",
         type=int,
-        default=8,
-        help="evaluations a run needs before it may be stopped (8)",
+        default=None,
+        help="evaluations a run needs before it may be stopped (default: the stop rule's, 8)",
     )
     p.add_argument(
-        "--confirm", type=int, default=2, help="refits one rung apart that must agree on a stop (2)"
+        "--confirm",
+        type=int,
+        default=None,
+        help="refits one rung apart that must agree on a stop (default: the stop rule's hold, 2)",
     )
     p.add_argument(
         "--rungs",
@@ -167,7 +171,7 @@ def cmd_race(args: argparse.Namespace) -> int:
     fed: dict[str, int] = {}
     report = None
     # look `confirm` times, one rung apart, up to each run's latest point
-    for back in range(args.confirm - 1, -1, -1):
+    for back in range(race.confirm - 1, -1, -1):
         for entry, runs in entries.items():
             group = entry if len(runs) > 1 else None
             for run, df in runs:

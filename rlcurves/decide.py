@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
@@ -160,15 +160,11 @@ def prob_best(runs: Mapping[str, Level], *, sign: int = 1, i: int = 0, seed: int
     _check_sign(sign)
     if not runs:
         return {}
-    draws = {k: sign * _draws(v, i) for k, v in runs.items()}
-    n = max(d.size for d in draws.values())
-    rng = np.random.default_rng(seed)
-    cols = [d if d.size == n else rng.choice(d, n) for d in draws.values()]
-    m = np.column_stack([rng.permutation(c) for c in cols])
+    names, m = _draw_matrix(runs, sign, seed, i)
     best = m.max(axis=1, keepdims=True)
     ties = (m == best).astype(float)
     share = ties / ties.sum(axis=1, keepdims=True)
-    return dict(zip(draws, share.mean(axis=0).tolist(), strict=True))
+    return dict(zip(names, share.mean(axis=0).tolist(), strict=True))
 
 
 # Deterministic normal quantiles: a level known to its noise needs no seed.
@@ -850,6 +846,171 @@ def first_stop(decisions: Sequence[Decision], rule: StopRule | None = None) -> i
     return None
 
 
+# ---- sweep-level decisions --------------------------------------------------------------------
+# The decisions over the runs of one sweep (rlcurves.Race, issue 28): several runs may be stopped
+# at once and over many looks, so the error is priced for the set of runs stopped, jointly, from
+# the same predictive draws as every probability above. Each run must also pass the per-run rule
+# (decide() against sweep_baseline(), then Hysteresis) before it may join the set.
+
+
+def _draw_matrix(
+    runs: Mapping[str, Level], sign: int, seed: int, i: int = 0
+) -> tuple[list[str], np.ndarray]:
+    """Independent draws of every run side by side, shape ``(n, len(runs))``, times ``sign``.
+
+    Draws of different counts are resampled to the largest count with ``seed``, and each column
+    is permuted so that a row pairs independent draws (a forecast's draws may be sorted
+    quantiles). The matrix behind :func:`prob_best` and the sweep-level rule.
+    """
+    _check_sign(sign)
+    names = list(runs)
+    draws = [sign * _draws(runs[k], i) for k in names]
+    n = max(d.size for d in draws)
+    rng = np.random.default_rng(seed)
+    cols = [d if d.size == n else rng.choice(d, n) for d in draws]
+    return names, np.column_stack([rng.permutation(c) for c in cols])
+
+
+def _check_tolerance(tolerance: float) -> None:
+    if not (math.isfinite(tolerance) and tolerance >= 0):
+        raise RLCurvesError(f"tolerance must be a reward difference >= 0, got {tolerance!r}")
+
+
+def _risk(m: np.ndarray, stop: np.ndarray, tolerance: float) -> float:
+    if not stop.any():
+        return 0.0
+    if stop.all():
+        return 1.0
+    return float(np.mean(m[:, stop].max(axis=1) - m[:, ~stop].max(axis=1) > tolerance))
+
+
+def prob_regret_above(
+    runs: Mapping[str, Level],
+    stopped: Collection[str],
+    *,
+    tolerance: float = 0.0,
+    sign: int = 1,
+    seed: int = 0,
+) -> float:
+    """P(the best of the ``stopped`` runs ends more than ``tolerance`` above the best of the rest).
+
+    The probability that stopping ``stopped`` loses the sweep's winner by more than
+    ``tolerance`` (the sweep's regret exceeds it), the runs independent, each given by its
+    forecast at the budget. One event for the whole set, so stopping several runs at once is
+    priced jointly (no union bound).
+
+    Parameters
+    ----------
+    runs : mapping of name -> Forecast, Predictive or draws
+        Every run that counts: the stopped ones and the ones kept.
+    stopped : collection of str
+        Names (keys of ``runs``) of the runs stopped or to stop.
+    tolerance : float
+        Regret that does not count as losing (>= 0, in reward units).
+    sign : {1, -1}
+        -1 when lower is better.
+    seed : int
+        Seed of the resampling (see :func:`prob_best`).
+
+    Returns
+    -------
+    float
+        1.0 when no run would be kept; 0.0 when none is stopped.
+    """
+    _check_tolerance(tolerance)
+    unknown = [s for s in stopped if s not in runs]
+    if unknown:
+        raise RLCurvesError(f"stopped names {unknown} are not among the runs {list(runs)}")
+    names, m = _draw_matrix(runs, sign, seed)
+    return _risk(m, np.isin(names, list(stopped)), tolerance)
+
+
+def stop_set(
+    runs: Mapping[str, Level],
+    candidates: Sequence[str],
+    *,
+    alpha: float,
+    tolerance: float = 0.0,
+    stopped: Collection[str] = (),
+    sign: int = 1,
+    seed: int = 0,
+) -> tuple[list[str], float]:
+    """The runs to stop: ``candidates`` in order, each added while the sweep's risk stays <= alpha.
+
+    The risk is :func:`prob_regret_above` of the runs ``stopped`` already plus those chosen. It
+    only grows as runs are added, so the greedy pass in the given order (least likely to win
+    first) returns a set no further candidate can join. This is the family-wise rule of a sweep:
+    it replaces a Holm or Bonferroni correction over per-run tests (the events "run i is the
+    winner" are disjoint, and the joint draws price the set exactly). A set that only grows while
+    its risk is at most ``alpha`` loses the winner by more than ``tolerance`` with probability at
+    most ``alpha`` when the forecasts are calibrated, however many looks there are.
+
+    Parameters
+    ----------
+    runs : mapping of name -> Forecast, Predictive or draws
+        Every run that counts (kept, stopped and candidates).
+    candidates : sequence of str
+        Runs that may be stopped now, in the order to try them.
+    alpha : float
+        The largest risk allowed, in [0, 1).
+    tolerance, sign, seed
+        As in :func:`prob_regret_above`.
+    stopped : collection of str
+        Runs already stopped (they count in the risk, and are not returned).
+
+    Returns
+    -------
+    (list of str, float)
+        The candidates to stop, in order, and the risk of all stopped runs with them.
+    """
+    if not 0 <= alpha < 1:
+        raise RLCurvesError(f"alpha must be in [0, 1), e.g. 0.05; got {alpha!r}")
+    risk = prob_regret_above(runs, stopped, tolerance=tolerance, sign=sign, seed=seed)
+    names, m = _draw_matrix(runs, sign, seed)
+    mask = np.isin(names, list(stopped))
+    chosen = []
+    for c in candidates:
+        if c not in runs:
+            raise RLCurvesError(f"candidate {c!r} is not among the runs {list(runs)}")
+        trial = mask | (np.asarray(names) == c)
+        r = _risk(m, trial, tolerance)
+        if r <= alpha:
+            mask, risk = trial, r
+            chosen.append(c)
+    return chosen, risk
+
+
+def sweep_baseline(
+    runs: Mapping[str, Level],
+    name: str,
+    *,
+    tolerance: float = 0.0,
+    sign: int = 1,
+    seed: int = 0,
+) -> np.ndarray:
+    """Draws of the level run ``name`` must end above for its stop to cost more than ``tolerance``:
+    the best of the other ``runs`` (the runs kept), plus ``tolerance`` in the direction of
+    improvement.
+
+    Pass it to :func:`decide` as ``baseline=``: its ``p(above)`` is then the probability that
+    stopping ``name`` alone loses the sweep's winner by more than ``tolerance``, with every
+    other run's uncertainty counted (the draws of the maximum of independent forecasts).
+
+    Raises
+    ------
+    RLCurvesError
+        When ``name`` is not among ``runs`` or no other run is.
+    """
+    _check_tolerance(tolerance)
+    if name not in runs:
+        raise RLCurvesError(f"{name!r} is not among the runs {list(runs)}")
+    if len(runs) < 2:
+        raise RLCurvesError(f"no run besides {name!r} to compare with")
+    names, m = _draw_matrix(runs, sign, seed)
+    rest = np.asarray(names) != name
+    return sign * (m[:, rest].max(axis=1) + tolerance)
+
+
 __all__ = [
     "ADVICE",
     "DEFAULT_RULE",
@@ -867,4 +1028,7 @@ __all__ = [
     "prob_best",
     "prob_greater",
     "prob_reach",
+    "prob_regret_above",
+    "stop_set",
+    "sweep_baseline",
 ]

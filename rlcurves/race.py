@@ -17,10 +17,13 @@ jointly, so near-ties count as they are, not through a union bound). That probab
 posterior risk of the decision given everything seen; a set that only grows while its risk is at
 most ``alpha`` loses the winner (by more than ``tolerance``) with probability at most ``alpha``
 when the forecasts are calibrated, however many looks there are (the risk at the last addition
-is the risk of the final set). A stop must also be advised on ``confirm`` consecutive reports
-(hysteresis against one noisy refit), never before ``min_fraction`` of the budget (forecasts
-from less are not calibrated: :mod:`rlcurves.calibrate` scores fractions 0.25-0.75), and never
-for a run whose fit does not determine its ceiling (:func:`rlcurves.monitor.identified`).
+is the risk of the final set). Each run must also pass the per-run stop rule of
+:mod:`rlcurves.decide` before it may join ``S``: :func:`rlcurves.decide.decide` against the best of
+the other runs kept plus ``tolerance`` (:func:`rlcurves.decide.sweep_baseline`) must advise a stop
+(its guards: ``min_points`` evaluations, the rule's first fraction of the budget, a fit that
+determines the ceiling; its measured threshold on p(above)), and that advice must hold under
+:class:`rlcurves.decide.Hysteresis` (``rule.hold`` consecutive refits over ``rule.hold_span`` of
+the budget) against one noisy refit.
 
 Several seeds of one recipe race as one entry (``update(..., group="recipe")``): their curve is
 the pooled fit of :func:`rlcurves.fit_runs` with the seed-to-seed spread added to its forecast.
@@ -28,9 +31,9 @@ Runs may start late and have their own evaluation grids (each is forecast at the
 own points); a run that crashes is marked with :meth:`Race.fail` (or falls silent past
 ``stale_after`` seconds) and leaves the race.
 
-The rule that chooses the set to stop (:func:`stop_set`, :func:`prob_regret_above`) is a
-decision rule: it belongs in :mod:`rlcurves.decide` and is kept here, self-contained, until it
-moves there (marked ``MOVE TO decide.py`` below).
+Every probability and rule here comes from :mod:`rlcurves.decide` (its sweep-level section:
+:func:`~rlcurves.decide.stop_set`, :func:`~rlcurves.decide.prob_regret_above`); this module keeps
+the runs, refits them and writes the report.
 """
 
 from __future__ import annotations
@@ -38,8 +41,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -47,149 +49,33 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from ._format import format_compute
-from .decide import _draws, prob_best
+from .decide import (
+    CONTINUE,
+    DEFAULT_RULE,
+    TOO_EARLY,
+    Decision,
+    Hysteresis,
+    StopRule,
+    decide,
+    prob_best,
+    prob_regret_above,
+    stop_set,
+    sweep_baseline,
+)
 from .errors import RLCurvesError
+from .predictive import Predictive
 
 if TYPE_CHECKING:
     from .calibrate import Calibration
     from .forecast import Forecast
 
-#: Advice of a run in a :class:`RaceReport`.
-TOO_EARLY = "too early to tell"
-CONTINUE = "continue"
+#: Advice of a run in a :class:`RaceReport` ("too early to tell" and "continue" as in decide).
 LEADER = "leader"
 STOP = "stop"
 FINISHED = "finished"
 FAILED = "failed"
 SILENT = "silent"
 ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, FAILED, SILENT)
-
-
-# ---- the sweep-level rule: MOVE TO decide.py (issue 27's decision module) ----------------------
-
-
-def _draw_matrix(runs: Mapping[str, Any], sign: int, seed: int) -> tuple[list[str], np.ndarray]:
-    """Independent draws of every run side by side, shape ``(n, len(runs))``, times ``sign``.
-
-    As in :func:`rlcurves.decide.prob_best`: draws of different counts are resampled to the
-    largest count, and each column is permuted so that rows pair independent draws (the draws
-    of a forecast may be sorted quantiles). MOVE TO decide.py, shared with ``prob_best``.
-    """
-    names = list(runs)
-    draws = [sign * _draws(runs[k]) for k in names]
-    n = max(d.size for d in draws)
-    rng = np.random.default_rng(seed)
-    cols = [d if d.size == n else rng.choice(d, n) for d in draws]
-    return names, np.column_stack([rng.permutation(c) for c in cols])
-
-
-def prob_regret_above(
-    runs: Mapping[str, Any],
-    stopped: Collection[str],
-    *,
-    tolerance: float = 0.0,
-    sign: int = 1,
-    seed: int = 0,
-) -> float:
-    """P(the best of the ``stopped`` runs ends more than ``tolerance`` above the best of the rest).
-
-    The probability that stopping ``stopped`` loses the sweep's winner by more than
-    ``tolerance`` (the regret of the sweep exceeds it), the runs independent, each given by its
-    forecast at the budget (a Forecast, Predictive or draws; see :mod:`rlcurves.decide`). One
-    event for the whole set, so stopping several runs at once is priced jointly (no union bound).
-
-    MOVE TO decide.py: a decision rule over a sweep, beside ``prob_best``.
-
-    Parameters
-    ----------
-    runs : mapping of name -> Forecast, Predictive or draws
-        Every run that counts: the stopped ones and the ones kept.
-    stopped : collection of str
-        Names (keys of ``runs``) of the runs stopped or to stop.
-    tolerance : float
-        Regret that does not count as losing (>= 0, in reward units).
-    sign : {1, -1}
-        -1 when lower is better.
-    seed : int
-        Seed of the resampling (see :func:`rlcurves.decide.prob_best`).
-
-    Returns
-    -------
-    float
-        1.0 when no run would be kept; 0.0 when none is stopped.
-    """
-    if sign not in (1, -1):
-        raise RLCurvesError(f"sign must be 1 or -1, got {sign!r}")
-    if not (math.isfinite(tolerance) and tolerance >= 0):
-        raise RLCurvesError(f"tolerance must be a reward difference >= 0, got {tolerance!r}")
-    unknown = [s for s in stopped if s not in runs]
-    if unknown:
-        raise RLCurvesError(f"stopped names {unknown} are not among the runs {list(runs)}")
-    names, m = _draw_matrix(runs, sign, seed)
-    return _risk(m, np.isin(names, list(stopped)), tolerance)
-
-
-def _risk(m: np.ndarray, stop: np.ndarray, tolerance: float) -> float:
-    if not stop.any():
-        return 0.0
-    if stop.all():
-        return 1.0
-    return float(np.mean(m[:, stop].max(axis=1) - m[:, ~stop].max(axis=1) > tolerance))
-
-
-def stop_set(
-    runs: Mapping[str, Any],
-    candidates: Sequence[str],
-    *,
-    alpha: float,
-    tolerance: float = 0.0,
-    stopped: Collection[str] = (),
-    sign: int = 1,
-    seed: int = 0,
-) -> tuple[list[str], float]:
-    """The runs to stop: ``candidates`` in order, each added while the sweep's risk stays <= alpha.
-
-    The risk is :func:`prob_regret_above` of the runs ``stopped`` already plus those chosen. It
-    only grows as runs are added, so the greedy pass in the given order (least likely to win
-    first) returns a set no further candidate can join.
-
-    MOVE TO decide.py: the family-wise rule of a sweep (it replaces a Holm or Bonferroni
-    correction over per-run tests: the events "run i is the winner" are disjoint, and the joint
-    draws price the set exactly).
-
-    Parameters
-    ----------
-    runs : mapping of name -> Forecast, Predictive or draws
-        Every run that counts (kept, stopped and candidates).
-    candidates : sequence of str
-        Runs that may be stopped now, in the order to try them.
-    alpha : float
-        The largest risk allowed, in [0, 1).
-    tolerance, sign, seed
-        As in :func:`prob_regret_above`.
-    stopped : collection of str
-        Runs already stopped (they count in the risk, and are not returned).
-
-    Returns
-    -------
-    (list of str, float)
-        The candidates to stop, in order, and the risk of all stopped runs with them.
-    """
-    if not 0 <= alpha < 1:
-        raise RLCurvesError(f"alpha must be in [0, 1), e.g. 0.05; got {alpha!r}")
-    risk = prob_regret_above(runs, stopped, tolerance=tolerance, sign=sign, seed=seed)
-    names, m = _draw_matrix(runs, sign, seed)
-    mask = np.isin(names, list(stopped))
-    chosen = []
-    for c in candidates:
-        if c not in runs:
-            raise RLCurvesError(f"candidate {c!r} is not among the runs {list(runs)}")
-        trial = mask | (np.asarray(names) == c)
-        r = _risk(m, trial, tolerance)
-        if r <= alpha:
-            mask, risk = trial, r
-            chosen.append(c)
-    return chosen, risk
 
 
 # ---- the race ---------------------------------------------------------------------------------
@@ -217,7 +103,8 @@ class _Entry:
     name: str
     runs: dict[str, _Run] = field(default_factory=dict)
     stopped: bool = False
-    proposed: int = 0
+    hold: Hysteresis = field(default_factory=Hysteresis)
+    decision: Decision | None = None
     fresh: bool = False
     reason: str = ""
     key: tuple = ()
@@ -381,18 +268,23 @@ class Race:
         pass rate).
     level : float
         Level of the printed intervals (the draws behind every probability are the same).
-    min_fraction : float
-        Fraction of the budget a run must have spent before it may be stopped.
-    min_points : int
-        Evaluations a run needs before it may be stopped.
+    rule : StopRule, optional
+        The per-run stop rule every stop must also pass (:func:`rlcurves.decide.decide` against
+        the best of the other runs kept, then :class:`rlcurves.decide.Hysteresis`); default
+        :data:`rlcurves.decide.DEFAULT_RULE`, the measured one.
+    min_fraction : float, optional
+        Fraction of the budget a run must have spent before it may be stopped (default: the
+        rule's first fraction; ``rule.replace(min_fraction=...)``).
+    min_points : int, optional
+        Evaluations a run needs before it may be stopped (default ``rule.min_points``).
     require_identified : bool
         Stop a run only once its fit determines its ceiling (:func:`rlcurves.monitor.identified`),
         and count a run kept as a rival only then: a run before its midpoint, whose ceiling the
         sigmoid cannot pin down yet, is the late bloomer the race must not lose. False trusts
         every bounded forecast.
-    confirm : int
+    confirm : int, optional
         Consecutive refits of a run (one per rung) that must advise its stop before it is made
-        (1: at once).
+        (1: at once; default ``rule.hold``, spanning at least ``rule.hold_span`` of the budget).
     higher_is_better : bool
         False for a loss.
     n_samples : int
@@ -428,9 +320,10 @@ class Race:
         alpha: float = 0.05,
         tolerance: float = 0.01,
         level: float = 0.9,
-        min_fraction: float = 0.25,
-        min_points: int = 8,
-        confirm: int = 2,
+        rule: StopRule | None = None,
+        min_fraction: float | None = None,
+        min_points: int | None = None,
+        confirm: int | None = None,
         require_identified: bool = True,
         higher_is_better: bool = True,
         n_samples: int = 300,
@@ -450,15 +343,26 @@ class Race:
             raise RLCurvesError(f"tolerance must be a reward difference >= 0, got {tolerance}")
         if not 0 < level < 1:
             raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
-        if not 0 <= min_fraction <= 1:
+        if min_fraction is not None and not 0 <= min_fraction <= 1:
             raise RLCurvesError(f"min_fraction must be in [0, 1], got {min_fraction}")
         for name, value in (
             ("min_points", min_points),
             ("confirm", confirm),
             ("n_samples", n_samples),
         ):
-            if int(value) < 1:
+            if value is not None and int(value) < 1:
                 raise RLCurvesError(f"{name} must be a positive integer, got {value}")
+        if rule is not None and not isinstance(rule, StopRule):
+            raise RLCurvesError(f"rule must be a rlcurves.decide.StopRule, got {rule!r}")
+        changes = {
+            k: v
+            for k, v in (("min_fraction", min_fraction), ("min_points", min_points),
+                         ("hold", confirm))
+            if v is not None
+        }  # fmt: skip
+        if confirm is not None and int(confirm) == 1:
+            changes["hold_span"] = 0.0  # at once: one refit spans no budget
+        self.rule = (DEFAULT_RULE if rule is None else rule).replace(**changes)
         if stale_after is not None and not stale_after > 0:
             raise RLCurvesError(
                 f"stale_after must be a positive number of seconds, got {stale_after}"
@@ -467,9 +371,6 @@ class Race:
         self.alpha = float(alpha)
         self.tolerance = float(tolerance)
         self.level = float(level)
-        self.min_fraction = float(min_fraction)
-        self.min_points = int(min_points)
-        self.confirm = int(confirm)
         self.require_identified = bool(require_identified)
         self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
@@ -486,6 +387,21 @@ class Race:
         self._report: RaceReport | None = None
         self._state: tuple = ()
         self._clock = time.monotonic()
+
+    @property
+    def min_fraction(self) -> float:
+        """Fraction of the budget before which no run is stopped (the rule's first fraction)."""
+        return self.rule.min_fraction
+
+    @property
+    def min_points(self) -> int:
+        """Evaluations a run needs before it may be stopped."""
+        return self.rule.min_points
+
+    @property
+    def confirm(self) -> int:
+        """Consecutive refits a stop must hold on (the rule's ``hold``)."""
+        return self.rule.hold
 
     # ---- data in ----------------------------------------------------------------------------
     @property
@@ -540,7 +456,9 @@ class Race:
             raise RLCurvesError(f"group {group!r} is already the name of a run; name it otherwise")
         if group is None and name in self._entries:
             raise RLCurvesError(f"{name!r} is already the name of a group; name the run otherwise")
-        entry = self._entries.setdefault(wanted, _Entry(wanted))
+        entry = self._entries.setdefault(
+            wanted, _Entry(wanted, hold=Hysteresis.for_rule(self.rule))
+        )
         entry.runs[name] = _Run(name)
         self._run_entry[name] = wanted
         return entry.runs[name]
@@ -647,7 +565,7 @@ class Race:
         from .runs import fit_runs
 
         counts = pts.groupby("run")["compute"].size()
-        seeds = [str(n) for n, k in counts.items() if k >= self.min_points]
+        seeds = [str(n) for n, k in counts.items() if k >= self.rule.min_points]
         if len(seeds) < 2:
             fit = fit_sigmoid(
                 pts["compute"].to_numpy(), pts["reward"].to_numpy(), label=e.name, **self.fit_kws
@@ -689,14 +607,16 @@ class Race:
             if status[k] == "stopped" or self._entries[k].identified or not self.require_identified
         }
         stopped = [k for k in counted if status[k] == "stopped"]
-        eligible = {e.name: self._eligible(e, status[e.name], leader) for e in entries}
+        kept = {k: d for k, d in counted.items() if status[k] != "stopped"}
+        # the per-run rule (decide() against the best of the other runs kept, plus tolerance)
+        raw = {e.name: self._advise(e, status[e.name], leader, kept) for e in entries}
         candidates = sorted(
-            (k for k, why in eligible.items() if why is None and k in counted),
+            (k for k, d in raw.items() if d is not None and d.stop and k in counted),
             key=lambda k: (p_best.get(k, 0.0), self.sign * float(np.mean(counted[k]))),
         )
-        stopped_now: list[str] = []
-        risk = 0.0
-        if counted:
+        # the sweep-level rule: the set of stopped runs keeps its risk <= alpha
+        proposal: list[str] = []
+        if candidates:
             proposal, _ = stop_set(
                 counted,
                 candidates,
@@ -706,15 +626,21 @@ class Race:
                 sign=self.sign,
                 seed=self.seed,
             )
-            for k in candidates:
-                e = self._entries[k]
-                if not e.fresh:  # hysteresis counts refits: no new fit, no new vote
-                    continue
-                e.proposed = e.proposed + 1 if k in proposal else 0
-                if e.proposed >= self.confirm:
-                    stopped_now.append(k)
-            for k in set(eligible) - set(candidates):
-                self._entries[k].proposed = 0
+        stopped_now: list[str] = []
+        for e in entries:
+            d = raw[e.name]
+            if d is None or not d.stop or e.name not in proposal:
+                e.hold.reset()  # a stop must hold on consecutive refits: this one does not
+                if d is not None and d.stop:  # advised alone, refused for the sweep's risk
+                    d = replace(d, advice=CONTINUE, reason=self._refused(e, d, p_best))
+                e.decision = d
+                continue
+            if e.fresh:  # hysteresis counts refits: no new fit, no new vote
+                e.decision = e.hold.update(d)
+            if e.decision is not None and e.decision.stop:
+                stopped_now.append(e.name)
+        risk = 0.0
+        if counted:
             for k in stopped_now:
                 e = self._entries[k]
                 e.stopped = True
@@ -732,12 +658,12 @@ class Race:
                 e = self._entries[k]
                 e.reason = (
                     f"stopped at {e.now / self.budget:.0%} of the budget: p(best) = "
-                    f"{p_best.get(k, 0.0):.3f}; with the runs stopped so far, p(one of them "
-                    f"would end more than {self.tolerance:g} above every run kept) = {risk:.3f} "
-                    f"<= alpha {self.alpha:g}; forecast {_fc_words(e)} vs the leader "
-                    f"{leader}'s {_fc_words(self._entries[leader])}"
+                    f"{p_best.get(k, 0.0):.3f}; {e.decision.reason}; with the runs stopped so "
+                    f"far, p(one of them would end more than {self.tolerance:g} above every run "
+                    f"kept) = {risk:.3f} <= alpha {self.alpha:g}; the leader {leader}'s "
+                    f"forecast {_fc_words(self._entries[leader])}"
                 )
-        rows = [self._row(e, status[e.name], p_best, eligible[e.name], leader) for e in entries]
+        rows = [self._row(e, status[e.name], p_best, leader) for e in entries]
         table = pd.DataFrame(
             rows,
             columns=[
@@ -806,29 +732,59 @@ class Race:
             return SILENT
         return "running"
 
-    def _eligible(self, e: _Entry, status: str, leader: str | None) -> str | None:
-        """Why the entry may not be stopped now (None: it may)."""
-        if status != "running":
-            return status
-        if e.name == leader:
-            return "the leader"
+    def _advise(
+        self, e: _Entry, status: str, leader: str | None, kept: dict[str, np.ndarray]
+    ) -> Decision | None:
+        """The per-run rule's raw advice for a running entry (None: not running, or the leader):
+        :func:`rlcurves.decide.decide` on its forecast at the budget against the best of the
+        other runs kept plus ``tolerance``, its guards (evaluations, fraction of the budget, an
+        identified fit) and its measured threshold on p(above)."""
+        if status != "running" or e.name == leader:
+            return None
         live = [r for r in e.runs.values() if r.failed is None and not r.ended]
         n = min(len(r.compute) for r in live)
-        if n < self.min_points:
-            return f"{n} of the {self.min_points} evaluations needed (min_points)"
-        frac = e.now / self.budget
-        if frac < self.min_fraction:
-            return (
-                f"{frac:.0%} of the budget spent, stops from {self.min_fraction:.0%} on "
-                "(min_fraction)"
+        fraction = e.now / self.budget
+        if e.forecast is None:  # no fit: decide() has nothing to judge
+            return Decision(TOO_EARLY, e.why or "no forecast yet", fraction=fraction)
+        rivals = {**kept, e.name: e.draws}
+        baseline = None
+        if e.draws is not None and len(rivals) > 1:
+            baseline = sweep_baseline(
+                rivals, e.name, tolerance=self.tolerance, sign=self.sign, seed=self.seed
             )
-        if e.draws is None or (self.require_identified and not e.identified):
-            return f"the fit does not determine the ceiling yet ({e.why})"
-        return None
+        ok = (e.identified, e.why) if self.require_identified else True
+        fc = e.forecast
+        if (
+            e.draws is not None and len(e.runs) > 1
+        ):  # a recipe's seeds: the draws carry their spread
+            pred = fc.predictive
+            fc = replace(fc, predictive=Predictive(pred.at, e.draws[:, None], pred.quantity,
+                                                   pred.info))  # fmt: skip
+        now = float(e.now)
+        d = decide(
+            fc,
+            fraction=fraction,
+            n_points=n,
+            identified=ok,
+            baseline=baseline,
+            baseline_label=None if baseline is None else float(np.mean(baseline)),
+            fitted_now=float(e.fit.predict(now)),
+            progress=now / float(e.fit.C_mid),
+            sign=self.sign,
+            rule=self.rule,
+        )
+        if baseline is None and d.advice != TOO_EARLY:
+            return replace(d, advice=CONTINUE, reason="the only run kept: nothing to compare with")
+        return d
 
-    def _row(
-        self, e: _Entry, status: str, p_best: dict, why_not: str | None, leader: str | None
-    ) -> dict:
+    def _refused(self, e: _Entry, d: Decision, p_best: dict) -> str:
+        return (
+            f"p(best) = {p_best.get(e.name, 0.0):.3f}: '{d.advice}' for the run alone "
+            f"({d.reason}), but stopping it would put the risk of losing the winner by more "
+            f"than {self.tolerance:g} above alpha {self.alpha:g}"
+        )
+
+    def _row(self, e: _Entry, status: str, p_best: dict, leader: str | None) -> dict:
         fc = e.forecast
         mean = lower = upper = math.nan
         if fc is not None and not fc.unbounded:
@@ -855,24 +811,13 @@ class Race:
             advice, reason = FINISHED, f"reached the budget; forecast {_fc_words(e)}"
         elif e.name == leader:
             advice, reason = LEADER, f"most likely the best at the budget: {_fc_words(e)}"
-        elif why_not is not None:
-            advice, reason = TOO_EARLY, why_not
-        elif e.proposed:
-            advice, reason = (
-                CONTINUE,
-                (
-                    f"stop proposed on {e.proposed} of the {self.confirm} "
-                    "consecutive refits needed (confirm)"
-                ),
-            )
+        elif e.decision is not None and e.decision.advice == TOO_EARLY:
+            advice, reason = TOO_EARLY, e.decision.reason
+        elif e.decision is not None:
+            # the rule's own words (a stop pending under the hysteresis, or why not yet)
+            advice, reason = CONTINUE, f"p(best) = {pb:.3f}; {e.decision.reason}"
         else:
-            advice, reason = (
-                CONTINUE,
-                (
-                    f"p(best) = {pb:.3f}: stopping it would put the risk "
-                    f"of losing the winner above alpha {self.alpha:g}"
-                ),
-            )
+            advice, reason = CONTINUE, f"p(best) = {pb:.3f}"
         return {
             "run": e.name,
             "runs": list(e.runs),
@@ -994,4 +939,4 @@ def plot_race(
     return fig
 
 
-__all__ = ["ADVICE", "Race", "RaceReport", "plot_race", "prob_regret_above", "stop_set"]
+__all__ = ["ADVICE", "Race", "RaceReport", "plot_race"]
