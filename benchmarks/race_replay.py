@@ -103,6 +103,7 @@ class Sweep:
     budget: float
     runs: dict[str, pd.DataFrame]  # each: compute, reward (sorted, truncated at the budget)
     unit: str
+    sources: tuple[str, ...] = ()  # the runs' names in the corpus (and the calibration records)
 
     def finals(self) -> dict[str, float]:
         out = {}
@@ -122,13 +123,13 @@ def _read(filename: str) -> pd.DataFrame:
         raise
 
 
-def _truncate(runs: dict[str, pd.DataFrame], name: str, family: str, unit: str) -> Sweep:
+def _truncate(runs: dict[str, pd.DataFrame], name: str, family: str, unit: str, sources) -> Sweep:
     budget = min(float(df["compute"].max()) for df in runs.values())
     cut = {
         k: df[df["compute"] <= budget].sort_values("compute").reset_index(drop=True)
         for k, df in runs.items()
     }
-    return Sweep(name, family, budget, cut, unit)
+    return Sweep(name, family, budget, cut, unit, tuple(sources))
 
 
 def _short(name: str) -> str:
@@ -147,7 +148,7 @@ def load_sweeps() -> list[Sweep]:
         )
         for k, g in d.groupby("run", sort=True)
     }
-    sweeps.append(_truncate(runs, "gsm8k_settings", "gsm8k", "step"))
+    sweeps.append(_truncate(runs, "gsm8k_settings", "gsm8k", "step", d["run"].unique()))
     w = _read("deepgrpo_gsm8k_wallclock.csv")
     runs = {
         _short(k): pd.DataFrame(
@@ -155,7 +156,7 @@ def load_sweeps() -> list[Sweep]:
         )
         for k, g in w.groupby("run", sort=True)
     }
-    sweeps.append(_truncate(runs, "gsm8k_budget", "gsm8k", "wall-clock s"))
+    sweeps.append(_truncate(runs, "gsm8k_budget", "gsm8k", "wall-clock s", w["run"].unique()))
     m = _read(MATH_FILE)
     for name, members in MATH_SWEEPS.items():
         runs = {}
@@ -164,7 +165,7 @@ def load_sweeps() -> list[Sweep]:
             runs[k.replace("_onpolicy_reinforce_baseline", "")] = pd.DataFrame(
                 {"compute": g["x"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
             )
-        sweeps.append(_truncate(runs, name, "math", "step"))
+        sweeps.append(_truncate(runs, name, "math", "step", members))
     return sweeps
 
 
@@ -386,13 +387,20 @@ def summarize(outcomes: list[Outcome]) -> dict:
     }
 
 
-def family_calibrations(sweeps: list[Sweep]) -> dict[str, object]:
-    """Leave-one-family-out calibrations: for a family, the shipped calibration's records of the
-    OTHER family's runs only (tau refitted on them), so no sweep is scored with its own runs."""
+def calibrations(sweeps: list[Sweep], how: str = "family") -> dict[str, object]:
+    """Each sweep's forecast calibration, never made on its own runs: the shipped records of the
+    OTHER family only ("family", leave-one-family-out), or of every run outside the sweep
+    ("sweep": what a user racing a new sweep has; runs of the same family, other launches);
+    tau is refitted on the records kept."""
     from rlcurves.calibrate import default_calibration, load_corpus
 
     cal = default_calibration()
-    return {fam: cal.subset(load_corpus(other)) for fam, other in FAMILY_OTHER.items()}
+    if how == "family":
+        other = {f: cal.subset(load_corpus(o)) for f, o in FAMILY_OTHER.items()}
+        return {s.name: other[s.family] for s in sweeps}
+    if how == "sweep":
+        return {s.name: cal.without(list(s.sources)) for s in sweeps}
+    raise ValueError(f"calibration must be 'family' or 'sweep', got {how!r}")
 
 
 def _setting(key: tuple[float, bool]) -> str:
@@ -475,12 +483,25 @@ def time_report(sweeps: list[Sweep], k: int = 7, repeat: int = 5) -> dict:
     }
 
 
+CALIBRATIONS = {
+    "family": "forecasts calibrated on the other family",
+    "sweep": "forecasts calibrated on every run outside the sweep",
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--quick", action="store_true", help="two sweeps, Race at its defaults only, 3 orders"
     )
     parser.add_argument("--figure", help="write the race of math_lr to this PNG")
+    parser.add_argument(
+        "--calibration",
+        choices=("family", "sweep", "both"),
+        default="both",
+        help="the forecasts' calibration: the other family's runs, every run outside the sweep, "
+        "or both (default)",
+    )
     parser.add_argument("--out", default=str(RESULTS / "race_replay.json"), help="JSON results")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -490,27 +511,33 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         sweeps = [s for s in sweeps if s.name in ("math_lr", "gsm8k_budget")]
         n_orders, settings = 3, (DEFAULT,)
-    cals = family_calibrations(sweeps)
-    grid: dict[tuple, list[Outcome]] = {k: [] for k in settings}
+    hows = ("family", "sweep") if args.calibration == "both" else (args.calibration,)
+    grids: dict[str, dict[tuple, list[Outcome]]] = {}
     others: dict[str, list[Outcome]] = {}
-    seconds = {}
-    for s in tqdm(sweeps, desc="sweeps"):
-        for key in settings:
-            kws = {"calibration": cals[s.family], "alpha": key[0], "require_identified": key[1]}
-            out, rep = replay_race(s, kws)
-            grid[key].append(out)
-            seconds.setdefault("race", []).append(out.seconds)
-            if args.figure and s.name == "math_lr" and key == DEFAULT:
-                import matplotlib.pyplot as plt
+    seconds = []
+    for how in hows:
+        cals = calibrations(sweeps, how)
+        grid = grids.setdefault(how, {k: [] for k in settings})
+        for s in tqdm(sweeps, desc=f"Race ({how} calibration)"):
+            for key in settings:
+                kws = {"calibration": cals[s.name], "alpha": key[0], "require_identified": key[1]}
+                out, rep = replay_race(s, kws)
+                grid[key].append(out)
+                seconds.append(out.seconds)
+                if args.figure and s.name == "math_lr" and key == DEFAULT and how == hows[0]:
+                    import matplotlib.pyplot as plt
 
-                fig = rep.plot(compute_label="GRPO step", reward_label="validation accuracy (MATH)")
-                fig.axes[0].set_title(
-                    "math_lr replayed with Race (defaults): stopped runs marked x, forecasts at "
-                    "the budget",
-                    fontsize=10,
-                )
-                fig.savefig(args.figure, dpi=110)
-                plt.close(fig)
+                    fig = rep.plot(
+                        compute_label="GRPO step", reward_label="validation accuracy (MATH)"
+                    )
+                    fig.axes[0].set_title(
+                        "math_lr replayed with Race (defaults): stopped runs marked x, "
+                        "forecasts at the budget",
+                        fontsize=10,
+                    )
+                    fig.savefig(args.figure, dpi=110)
+                    plt.close(fig)
+    for s in tqdm(sweeps, desc="ASHA, median, Optuna"):
         for seed in range(n_orders):
             for name, make in (("asha", make_asha), ("median", make_median)):
                 others.setdefault(name, []).append(replay_ray(s, make, name, seed))
@@ -522,24 +549,34 @@ def main(argv: list[str] | None = None) -> None:
         "optuna_median": "Optuna MedianPruner (sequential, warm-up 25%)",
         "optuna_sha": "Optuna SuccessiveHalvingPruner (sequential, rf 3)",
     }
-    rows = {"Race (defaults: alpha 0.05, tolerance 0.01)": summarize(grid[DEFAULT])}
-    if len(settings) > 1:
-        rows["Race, setting chosen leave-one-family-out"] = summarize(lofo(grid, sweeps))
+    rows = {}
+    for how, grid in grids.items():
+        rows[f"Race (defaults), {CALIBRATIONS[how]}"] = summarize(grid[DEFAULT])
+        if len(settings) > 1:
+            print(f"{CALIBRATIONS[how]}:")
+            rows[f"Race, setting chosen on the other family, {CALIBRATIONS[how]}"] = summarize(
+                lofo(grid, sweeps)
+            )
     rows.update({labels[k]: summarize(v) for k, v in others.items()})
     print(table(rows))
-    print("\nRace per sweep (defaults):")
-    for o in grid[DEFAULT]:
-        print(
-            f"  {o.sweep}: regret {o.regret:.3f}, compute {o.compute_fraction:.0%}, stopped "
-            f"{ {k: round(v, 2) for k, v in o.stopped_at.items()} }, {o.seconds:.1f} s"
-        )
-    print("\nRace settings (all sweeps; not a choice: see the leave-one-family-out row):")
-    for key, v in grid.items():
-        r = summarize(v)
-        print(
-            f"  {_setting(key)}: kept {r['kept_winner']:.0f}/{r['sweeps']}, worst regret "
-            f"{r['worst_regret']:.3f}, compute {r['compute_used']:.0%}"
-        )
+    for how, grid in grids.items():
+        print(f"\nRace per sweep (defaults, {CALIBRATIONS[how]}):")
+        for o in grid[DEFAULT]:
+            print(
+                f"  {o.sweep}: regret {o.regret:.3f}, compute {o.compute_fraction:.0%}, stopped "
+                f"{ {k: round(v, 2) for k, v in o.stopped_at.items()} }, {o.seconds:.1f} s"
+            )
+    print("\nThe frontier (all sweeps; not a choice: see the rows chosen on the other family):")
+    frontier = []
+    for how, grid in grids.items():
+        for key, v in grid.items():
+            r = summarize(v)
+            frontier.append({"calibration": how, "setting": _setting(key), **r})
+            print(
+                f"  {how:6s} {_setting(key):40s} kept {r['kept_winner']:.0f}/{r['sweeps']}, "
+                f"worst regret {r['worst_regret']:.3f}, compute {r['compute_used']:.0%} (per "
+                f"sweep {', '.join(f'{x:.0%}' for x in _per_sweep(r))})"
+            )
     cost = time_report(load_sweeps())
     print(
         f"\none report() refitting K={cost['k']} runs ({cost['points_per_run']} points each): "
@@ -559,9 +596,9 @@ def main(argv: list[str] | None = None) -> None:
             for s in sweeps
         },
         "table": rows,
-        "race_settings": {_setting(k): summarize(v) for k, v in grid.items()},
+        "frontier": frontier,
         "orders": n_orders,
-        "race_seconds_per_sweep": float(np.mean(seconds.get("race", [0.0]))),
+        "race_seconds_per_sweep": float(np.mean(seconds or [0.0])),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     from benchmarks._common import machine
@@ -570,6 +607,10 @@ def main(argv: list[str] | None = None) -> None:
         json.dumps({"machine": machine(), **payload}, indent=2, default=float)
     )
     print(f"\nwritten {args.out}")
+
+
+def _per_sweep(r: dict) -> list[float]:
+    return [v["compute_used"] for v in r["per_sweep"].values()]
 
 
 if __name__ == "__main__":

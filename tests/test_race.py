@@ -10,6 +10,7 @@ import pytest
 from race_toys import BUDGET, RECIPES, reward
 
 from rlcurves import Race, RLCurvesError
+from rlcurves.decide import DEFAULT_RULE, StopRule
 
 GRID = np.arange(1, BUDGET + 1)
 
@@ -91,6 +92,24 @@ def test_race_confirm_needs_consecutive_refits():
         last = replay(race, {k: RECIPES[k] for k in ("mid", "loser")}, upto=BUDGET // 2)
         first[confirm] = last["loser"]
     assert first[2] == first[1] + BUDGET // 10
+
+
+def test_race_stops_only_what_the_per_run_rule_advises():
+    """Race's stops pass through rlcurves.decide: a StopRule whose threshold no forecast reaches
+    keeps the clear loser (the sweep's set rule alone would stop it: it does with the default
+    rule), and one whose first fraction is 60% keeps it until then; the reason quotes decide()."""
+    pair = {k: RECIPES[k] for k in ("mid", "loser")}
+    last = replay(Race(BUDGET, rungs=10), pair, upto=BUDGET // 2)
+    assert last["loser"] < BUDGET // 2  # the default rule stops it before half the budget
+    never = StopRule(schedule=((0.1, 1e-9),))
+    race = Race(BUDGET, rungs=10, rule=never)
+    last = replay(race, pair, upto=BUDGET // 2)
+    assert last["loser"] == BUDGET // 2
+    reason = race.report().table.set_index("run").loc["loser", "reason"]
+    assert "p(beats the baseline)" in reason and "not decided yet" in reason
+    late = DEFAULT_RULE.replace(min_fraction=0.6)
+    last = replay(Race(BUDGET, rungs=10, rule=late), pair)
+    assert 0.6 * BUDGET <= last["loser"] < BUDGET
 
 
 def test_race_seeds_of_one_recipe_race_as_one_entry():
