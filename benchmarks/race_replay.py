@@ -33,12 +33,15 @@ compute of all runs, as stopped, over the compute of running them all to the bud
 
 Methods:
 - ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01,
-  min_fraction 0.25, confirm 2, require_identified=True; each set before any replay, from its
-  meaning: the regret that counts, the smallest calibrated fit fraction, issue 27's hysteresis),
-  forecasts calibrated leave-one-family-out: a GSM8K sweep uses a calibration computed on the
-  MATH runs, a MATH sweep the shipped GSM8K calibration, so no sweep is scored with scores from
-  its own family. A grid of settings (alpha x require_identified) is reported
-  leave-one-family-out: the setting is chosen on one family's sweeps, scored on the other's.
+  require_identified=True; each stop also passes issue 27's measured per-run rule,
+  :data:`rlcurves.decide.DEFAULT_RULE`, and its hysteresis). Its forecasts are never calibrated on
+  the sweep's own runs: ``--calibration family`` uses the shipped records of the OTHER family
+  only (leave-one-family-out: a GSM8K sweep is forecast with tau and scores from the MATH runs,
+  and the other way round), ``sweep`` the records of every run outside the sweep (what a user
+  racing a new sweep has: other launches of the same family included); ``both`` (default)
+  reports both. A grid of settings (alpha x require_identified) gives the frontier (compute
+  against winners kept), and a setting chosen leave-one-family-out: chosen on one family's
+  sweeps, scored on the other's.
 - ``asha``: Ray Tune's own ``ASHAScheduler`` (reduction factor 3, grace period 1/9 of the
   budget, so rungs at 1/9 and 1/3) fed the results offline through ``on_trial_result``.
 - ``median``: Ray Tune's own ``MedianStoppingRule`` (grace period 25% of the budget,
@@ -49,7 +52,8 @@ Methods:
   therefore replayed as Optuna runs by default, one trial after another, in 20 random orders
   (fixed seeds) whose rates are averaged.
 
-Run: python -m benchmarks.race_replay [--quick] [--figure docs/figures/race_math_lr.png]
+Run: python -m benchmarks.race_replay [--quick] [--calibration family|sweep|both]
+[--figure docs/figures/race_math_lr.png]
 """
 
 from __future__ import annotations

@@ -120,10 +120,12 @@ def test_point7_notebook_prose_quotes_no_typed_in_results():
         assert not typed, f"{path.name}: numbers typed into the prose (compute them): {typed}"
 
 
-def _benchmark_module():
+def _benchmark_module(name: str = "calibration"):
+    import importlib
+
     sys.path.insert(0, str(ROOT))
     try:
-        import benchmarks.calibration as bench
+        bench = importlib.import_module(f"benchmarks.{name}")
     finally:
         sys.path.remove(str(ROOT))
     return bench
@@ -173,3 +175,13 @@ def test_benchmark_records_are_reproduced_by_the_library():
         again = bench.forecast_record(fit, c, r, shipped.without(rec["run"]), 0)
         for key in ("forecast", "lower", "upper", "observed"):
             assert again[key] == pytest.approx(rec[key], abs=1e-6), (rec["run"], key)
+
+
+def test_readme_race_table_is_what_the_replay_printed():
+    """Issue 28: README's race table is `python -m benchmarks.race_replay`'s table for the results
+    it wrote (benchmarks/results/race_replay.json), row for row."""
+    bench = _benchmark_module("race_replay")
+    res = json.loads((ROOT / "benchmarks" / "results" / "race_replay.json").read_text())
+    for line in bench.table(res["table"]).splitlines():
+        if line.startswith("| ") and not line.startswith("| method"):
+            assert line in README, f"README lacks the replay's row: {line}"
