@@ -12,27 +12,34 @@ from 10% to 100% of its budget (one refit each). Each refit's advice comes from
 ``Monitor``. A run is a *clear winner* when its own final level ends above the baseline's by
 more than 0.01, a *clear loser* when below by more than 0.01.
 
-Reported: clear winners ever told to stop (any stop advice; and by kind), clear losers stopped and
-the median fraction of the budget at which they are, and the compute saved (the fraction of the
-budget left when stopped, summed over pairs). The forecast of a run at a checkpoint does not depend
-on the baseline, so each run is refit 24 times and every pair reuses those refits: the whole
-replay is a few minutes.
+Reported: clear winners ever told to stop (any stop advice, wherever given; and by kind, with
+a 95% Wilson interval), clear losers stopped before their budget and the median fraction of the
+budget at which they are, and the compute saved (the fraction of the budget left when stopped,
+summed over pairs). The forecast of a run at a checkpoint does not depend on the baseline, so
+each run is refit 24 times and every pair reuses those refits.
+
+Each run's forecasts are calibrated without it (``--calibration run``: the shipped calibration
+less the run) and, in a second replay, without its whole family (``family``); the shipped
+calibration was made on these same runs.
 
 ``--fit-thresholds`` sets the stop rule's schedule (the "too early" fraction and the p(above)
-threshold from each fraction on) from the measured false stops: over schedules whose threshold
-does not fall with the fraction, the one that stops the most clear losers (then saves the most
-compute) while telling at most ``--alpha`` of the clear winners to stop. It is chosen
-leave-one-family-out (on GSM8K, scored on MATH, and the reverse: the out-of-sample figures) and
-then on both families together; ``--write`` stores the latter in ``rlcurves/data/stop_rule.json``
-(:data:`rlcurves.decide.DEFAULT_RULE`) with the held-out figures beside it.
+threshold from each fraction on) from the measured false stops, fraction by fraction (the
+``by_fraction`` table it prints): over schedules of up to three steps whose threshold does not
+fall with the fraction, the one that stops the most clear losers before their budget (then saves
+the most compute on them, then is the simplest) while telling at most ``--alpha`` (default 0:
+none) of the clear winners to stop. It is chosen leave-one-family-out (on GSM8K, scored on
+MATH, and the reverse; the held-out family is also scored on its leave-one-family-out
+forecasts: out of family twice over) and then on both families together, on the first
+calibration's replay; ``--write`` stores the latter in ``rlcurves/data/stop_rule.json``
+(:data:`rlcurves.decide.DEFAULT_RULE`) with the held-out figures beside it. README's tables are
+:func:`readme_table` and :func:`fit_table` of the results file (``tests/test_readme.py`` checks).
 
-Run: python -m benchmarks.monitor_replay [--quick] [--fit-thresholds [--write]]
+Run: python -m benchmarks.monitor_replay [--quick] [--fit-thresholds [--write]] [--simulate N]
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import itertools
 import json
 import math
@@ -44,6 +51,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy.signal import lfilter
+from scipy.stats import binomtest
 from tqdm.auto import tqdm
 
 from rlcurves import sigmoid
@@ -62,17 +70,12 @@ from rlcurves.decide import (
     first_stop,
     prob_above,
 )
-from rlcurves.errors import RLCurvesError
 from rlcurves.forecast import Forecast
 from rlcurves.monitor import Monitor, identified
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 RULE_FILE = ROOT / "rlcurves" / "data" / "stop_rule.json"
-MATH_FILE = "cs336_grpo_math_qwen25math15b.csv"
-# until the MATH family ships in rlcurves/data/curves (issue 26), the shared copy
-MATH_PLACES = (ROOT / "rlcurves" / "data" / "curves" / MATH_FILE,
-               ROOT.parents[1] / "shared" / "data" / "curves" / MATH_FILE)  # fmt: skip
 CHECKPOINTS = np.linspace(0.1, 1.0, 24)
 PEAK_DROPS = (0.01, 0.015, 0.02, 0.03)  # the smallest falls called a peak, measured below
 TAIL = 0.1  # a run's final level: the mean over its last 10% of steps
@@ -82,27 +85,9 @@ COMMAND = "python -m benchmarks.monitor_replay --fit-thresholds --write"
 
 
 # ---- the runs ---------------------------------------------------------------------------------
-def load_math(path: Path | None = None) -> dict[str, pd.DataFrame]:
-    """The MATH family: one frame per run (compute = GRPO step, reward = validation accuracy)."""
-    places = [Path(path)] if path else [p for p in MATH_PLACES if p.exists()]
-    if not places or not places[0].exists():
-        raise RLCurvesError(f"{MATH_FILE} not found (looked in {[str(p) for p in MATH_PLACES]})")
-    df = pd.read_csv(places[0], comment="#")
-    runs = {}
-    for name, g in df.groupby("run", sort=True):
-        g = g.sort_values("x")
-        frame = pd.DataFrame({"compute": g["x"].to_numpy(float),
-                              "reward": g["metric"].to_numpy(float)})  # fmt: skip
-        frame.attrs.update(source=str(places[0]), name=name)
-        runs[str(name)] = frame
-    return runs
-
-
-def families(math_path: Path | None = None) -> dict[str, dict[str, pd.DataFrame]]:
-    """The two families of real runs, by name."""
-    if math_path is None and "family" in inspect.signature(load_corpus).parameters:
-        return {f: load_corpus(family=f) for f in ("gsm8k", "math")}
-    return {"gsm8k": load_corpus(), "math": load_math(math_path)}  # before issue 26 ships MATH
+def families() -> dict[str, dict[str, pd.DataFrame]]:
+    """The two families of real runs, by name (both ship in ``rlcurves/data/curves``)."""
+    return {f: load_corpus(family=f) for f in ("gsm8k", "math")}
 
 
 # ---- one run, refit at every checkpoint --------------------------------------------------------
@@ -172,16 +157,17 @@ def decisions(refits: list[Refit], baseline, rule: StopRule, peak: bool = True) 
 # ---- every ordered pair ------------------------------------------------------------------------
 def held_out_calibration(name: str, fam: str, fams: dict, how: str):
     """The forecast's calibration without the replayed run ("run"), without its family
-    ("family") or the shipped one ("shipped"): the shipped calibration was made on these same
-    runs, so the first two keep the replay out of sample."""
+    ("family": every run of the other families, whichever families are replayed) or the shipped
+    one ("shipped"): the shipped calibration was made on these same runs, so the first two keep
+    the replay out of sample."""
     cal = default_calibration()
     runs = set(np.asarray(cal.runs).tolist())
     if how == "shipped" or name not in runs:
         return None
     if how == "run":
         return cal.without(name)
-    others = [r for f, rs in fams.items() if f != fam for r in rs if r in runs]
-    return cal.subset(others) if hasattr(cal, "subset") else None
+    others = [r for f, rs in families().items() if f != fam for r in rs if r in runs]
+    return cal.subset(others)
 
 
 def replay(
@@ -296,20 +282,32 @@ def score(m: dict, rule: StopRule, mask: np.ndarray | None = None, stops=None) -
     stopped = first >= 0
     at = np.where(stopped, frac[np.arange(first.size), np.maximum(first, 0)], 1.0)
     win, lose = diff > CLEAR, diff < -CLEAR
+    # a winner told to stop counts wherever it was told; a loser counts as stopped only before
+    # its budget (a stop at the end saves nothing)
+    saves = stopped & (at < 1 - 1e-9)
     return {
         "pairs": int(mask.sum()),
         "winners": int(win.sum()),
         "winners_stopped": int((win & stopped).sum()),
+        "winners_stopped_ci": wilson(int((win & stopped).sum()), int(win.sum())),
         "winners_stopped_unlikely": int((win & stopped & kind_p).sum()),
         "winners_stopped_peaked": int((win & stopped & ~kind_p).sum()),
         "losers": int(lose.sum()),
-        "losers_stopped": int((lose & stopped).sum()),
-        "losers_median_fraction": float(np.median(at[lose & stopped])) if (lose & stopped).any()
+        "losers_stopped": int((lose & saves).sum()),
+        "losers_median_fraction": float(np.median(at[lose & saves])) if (lose & saves).any()
         else math.nan,
         "stopped": int(stopped.sum()),
         "saved": float(np.sum(1 - at)),
         "saved_losers": float(np.sum(1 - at[lose])),
     }  # fmt: skip
+
+
+def wilson(k: int, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a rate ``k / n`` (scipy's)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    ci = binomtest(k, n).proportion_ci(confidence_level=conf, method="wilson")
+    return (float(ci.low), float(ci.high))
 
 
 def schedules(grid_f, grid_t, n_steps: int = 3):
@@ -346,10 +344,11 @@ def best_schedule(m: dict, mask: np.ndarray, alpha: float, rule: StopRule) -> St
 
 
 def fmt(s: dict) -> str:
-    w = f"{s['winners_stopped']}/{s['winners']}"
+    lo, hi = s.get("winners_stopped_ci", (math.nan, math.nan))
+    w = f"{s['winners_stopped']}/{s['winners']} (95% Wilson {lo:.1%}-{hi:.1%})"
     lo = f"{s['losers_stopped']}/{s['losers']}"
     return (
-        f"clear winners told to stop {w} ({_pct(s['winners_stopped'], s['winners'])}; "
+        f"clear winners told to stop {w} ("
         f"{s['winners_stopped_unlikely']} as unlikely, {s['winners_stopped_peaked']} as peaked), "
         f"clear losers stopped {lo} ({_pct(s['losers_stopped'], s['losers'])}) at a median "
         f"{s['losers_median_fraction']:.0%} of the budget; compute saved "
@@ -411,19 +410,24 @@ def print_by_fraction(rows: list[dict]) -> None:
         print(f"  {r['from']:.0%}-{r['to']:.0%}".ljust(14) + cells)
 
 
+CALIBRATIONS = {"run": "leave-one-run-out", "family": "leave-one-family-out",
+                "shipped": "shipped (in sample)"}  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="100 resamples per forecast")
     ap.add_argument("--fit-thresholds", action="store_true", help="set the schedule (see above)")
-    ap.add_argument("--alpha", type=float, default=0.03,
-                    help="most clear winners told to stop when fitting (share, 0.03)")  # fmt: skip
+    ap.add_argument("--alpha", type=float, default=0.0,
+                    help="most clear winners told to stop when fitting (a share; 0)")  # fmt: skip
     ap.add_argument("--write", action="store_true", help=f"write {RULE_FILE.name}")
-    ap.add_argument("--math", type=Path, help=f"path of {MATH_FILE}")
     ap.add_argument("--simulate", type=int, default=0, metavar="N",
                     help="also N simulated runs, scored for several min_progress")  # fmt: skip
-    ap.add_argument("--calibration", choices=("run", "family", "shipped"), default="run",
-                    help="the forecasts' calibration: without the replayed run (default), "
-                    "without its family, or the shipped one")  # fmt: skip
+    ap.add_argument("--calibration", nargs="+", choices=tuple(CALIBRATIONS),
+                    default=["run", "family"],
+                    help="the forecasts' calibration, one replay each: without the replayed run "
+                    "(run), without its family (family), or the shipped one; the thresholds are "
+                    "fitted on the first (default: run family)")  # fmt: skip
     ap.add_argument("--every-evaluation", action="store_true",
                     help="refit at every evaluation from 10%% on (as watch does), not at 24 "
                     "checkpoints: do the two agree (the hysteresis's span)?")  # fmt: skip
@@ -431,44 +435,69 @@ def main(argv: list[str] | None = None) -> dict:
                     help="only these families (default both)")  # fmt: skip
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
-    fams = families(args.math)
-    fams = {f: v for f, v in fams.items() if not args.families or f in args.families}
-    rep = replay(fams, n_samples=100 if args.quick else N_SAMPLES, calibration=args.calibration,
-                 every=args.every_evaluation)  # fmt: skip
-    rule = DEFAULT_RULE
-    m = matrices(rep, rule)
+    fams = {f: v for f, v in families().items() if not args.families or f in args.families}
+    reps, ms = {}, {}
+    for how in args.calibration:
+        print(f"replaying with the forecasts calibrated {CALIBRATIONS[how]}")
+        reps[how] = replay(fams, n_samples=100 if args.quick else N_SAMPLES, calibration=how,
+                           every=args.every_evaluation)  # fmt: skip
+        ms[how] = matrices(reps[how], DEFAULT_RULE)
+    first = args.calibration[0]
+    m, rep = ms[first], reps[first]
     masks = {f: m["family"] == f for f in fams}
     masks["all"] = np.ones(m["diff"].size, bool)
-    # the shipped rule through decide() and Hysteresis themselves; the vectorized copy the
-    # threshold search uses must agree with it
-    exact = first_stops_exact(rep, rule)
-    fast = first_stops(m, rule)
-    assert np.array_equal(exact[0], fast[0]) and np.array_equal(exact[1], fast[1])
-    out = {"rule": rule.to_dict(), "calibration": args.calibration, "replay": {}}
-    print(f"the shipped rule: {rule.describe()}")
-    for f, mask in masks.items():
-        s = score(m, rule, mask, exact)
-        out["replay"][f] = s
-        print(f"  {f:6s} {s['pairs']} pairs: {fmt(s)}")
+    out = {"calibration": list(args.calibration), "shipped_rule": DEFAULT_RULE.to_dict()}
+    # the measured false stops, fraction by fraction, that the schedule is chosen from
+    out["by_fraction"] = {how: by_fraction(x) for how, x in ms.items()}
+    for how in ms:
+        print(f"forecasts calibrated {CALIBRATIONS[how]}: ", end="")
+        print_by_fraction(out["by_fraction"][how])
+    rule = DEFAULT_RULE
+    if args.fit_thresholds:
+        out["fit"] = fit_thresholds(m, masks, args.alpha, DEFAULT_RULE)
+        rule = DEFAULT_RULE.replace(schedule=out["fit"]["all"]["schedule"], source=COMMAND)
+        # the schedules chosen without a family, scored on it with its forecasts also calibrated
+        # without it: out of family twice over
+        if "family" in ms and first != "family":
+            for held in (f for f in masks if f != "all"):
+                key = f"{held} held out"
+                if key in out["fit"]:
+                    r = DEFAULT_RULE.replace(schedule=out["fit"][key]["schedule"])
+                    s = score(ms["family"], r, ms["family"]["family"] == held)
+                    out["fit"][key]["held_out_family_calibration"] = s
+                    print(f"  {held}, its forecasts also calibrated without it: {fmt(s)}")
+        if args.write:
+            RULE_FILE.write_text(json.dumps({
+                "command": COMMAND,
+                "alpha": args.alpha,
+                "calibration": CALIBRATIONS[first],
+                "schedule": out["fit"]["all"]["schedule"],
+                "held_out": {k: v["held_out"] for k, v in out["fit"].items() if k != "all"},
+                "in_sample": out["fit"]["all"]["in_sample"],
+            }, indent=1, default=float) + "\n")  # fmt: skip
+            print(f"wrote {RULE_FILE}")
+    out["rule"] = rule.to_dict()
+    out["rule_words"] = rule.describe()
+    out["replay"] = {}
+    print(f"the rule: {rule.describe()}")
+    for how, x in ms.items():
+        # the rule through decide() and Hysteresis themselves; the vectorized copy the threshold
+        # search uses must agree with it
+        exact = first_stops_exact(reps[how], rule)
+        fast = first_stops(x, rule)
+        assert np.array_equal(exact[0], fast[0]) and np.array_equal(exact[1], fast[1])
+        out["replay"][how] = {}
+        print(f"forecasts calibrated {CALIBRATIONS[how]}:")
+        for f in masks:
+            sc = score(x, rule, x["family"] == f if f != "all" else None, exact)
+            out["replay"][how][f] = sc
+            print(f"  {f:6s} {sc['pairs']} pairs: {fmt(sc)}")
     secs = np.array([x.seconds for v in rep["runs"].values() for x in v[1:]])
     out["refit_seconds"] = {"median": float(np.median(secs)), "p90": float(np.quantile(secs, 0.9))}
     t = out["refit_seconds"]
     print(f"Monitor.update (refit, forecast, peak test): median {t['median']:.2f} s, 90th "
           f"percentile {t['p90']:.2f} s")  # fmt: skip
     out["peaks"] = peaks(rep, rule)
-    out["by_fraction"] = by_fraction(m)
-    print_by_fraction(out["by_fraction"])
-    if args.fit_thresholds:
-        out["fit"] = fit_thresholds(m, masks, args.alpha, rule)
-        if args.write:
-            RULE_FILE.write_text(json.dumps({
-                "command": COMMAND,
-                "alpha": args.alpha,
-                "schedule": out["fit"]["all"]["schedule"],
-                "held_out": {k: v["held_out"] for k, v in out["fit"].items() if k != "all"},
-                "in_sample": out["fit"]["all"]["in_sample"],
-            }, indent=1, default=float) + "\n")  # fmt: skip
-            print(f"wrote {RULE_FILE}")
     if args.simulate:
         sims = simulate(args.simulate)
         out["simulated"] = {}
@@ -479,6 +508,8 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{s['winners_stopped']}/{s['winners']}, clear losers stopped "
                   f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
     out["seconds"] = time.perf_counter() - t0
+    if not args.every_evaluation and not args.families:
+        print(readme_table(out))
     RESULTS.mkdir(exist_ok=True)
     name = (
         "monitor_replay"
@@ -490,6 +521,62 @@ def main(argv: list[str] | None = None) -> dict:
     path.write_text(json.dumps(out, indent=2, default=float))
     print(f"wrote {path} ({out['seconds']:.0f} s)")
     return out
+
+
+FAMILY_WORDS = {"gsm8k": "GSM8K (12 verl runs)", "math": "MATH (17 GRPO runs)", "all": "both"}
+
+
+def readme_table(out: dict) -> str:
+    """README's table: the rule on every replay (calibration x family), from the results."""
+    rows = [
+        "| forecasts calibrated | family | pairs | clear winners told to stop (95% Wilson) "
+        "| clear losers stopped | median fraction of the budget at the stop "
+        "| compute saved (all pairs) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for how, by_family in out["replay"].items():
+        for f, s in by_family.items():
+            lo, hi = s["winners_stopped_ci"]
+            rows.append(
+                f"| {CALIBRATIONS[how]} | {FAMILY_WORDS[f]} | {s['pairs']} | "
+                f"{s['winners_stopped']} of {s['winners']} ({lo:.0%}-{hi:.0%}) | "
+                f"{s['losers_stopped']} of {s['losers']} "
+                f"({_pct(s['losers_stopped'], s['losers'])}) | "
+                f"{_frac(s['losers_median_fraction'])} | {s['saved'] / s['pairs']:.1%} |"
+            )
+    return "\n".join(rows)
+
+
+def fit_table(out: dict) -> str:
+    """README's table of the schedules chosen without a family and scored on it."""
+    rows = [
+        "| chosen on | schedule (p(above) <= threshold from a fraction of the budget) "
+        "| scored on | clear winners told to stop | clear losers stopped | median fraction |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, v in out.get("fit", {}).items():
+        sched = ", ".join(f"{t:g} from {f:.0%}" for f, t in v["schedule"])
+        if key == "all":
+            parts = [("both (in sample)", v["in_sample"])]
+            on = "both"
+        else:
+            held = key.split()[0]
+            on = next(FAMILY_WORDS[f] for f in FAMILY_WORDS if f not in ("all", held))
+            parts = [(f"{FAMILY_WORDS[held]}, held out", v["held_out"])]
+            if "held_out_family_calibration" in v:
+                parts.append((f"{FAMILY_WORDS[held]}, held out, forecasts calibrated without it",
+                              v["held_out_family_calibration"]))  # fmt: skip
+        for where, s in parts:
+            rows.append(
+                f"| {on} | {sched} | {where} | {s['winners_stopped']} of {s['winners']} | "
+                f"{s['losers_stopped']} of {s['losers']} | "
+                f"{_frac(s['losers_median_fraction'])} |"
+            )
+    return "\n".join(rows)
+
+
+def _frac(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{x:.0%}"
 
 
 def peaks(rep: dict, rule: StopRule) -> dict:

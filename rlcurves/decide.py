@@ -782,6 +782,9 @@ def decide(
     also = "" if fell is None else f"; {fell} (the forecast, not the fall, decides against {what})"
     if p is not None:
         return out(CONTINUE, f"forecast {at}: p(beats {what}) = {p:.2f}, not decided yet{also}")
+    if gain is not None:
+        return out(CONTINUE, f"forecast {at}: the rest of the budget may add up to {gain:+.3f} "
+                   f"({pct}), at least min_gain = {rule.min_gain:g}")  # fmt: skip
     return out(CONTINUE, f"forecast {at}; still improving")
 
 
