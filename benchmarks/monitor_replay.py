@@ -327,6 +327,18 @@ GRID_F = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 GRID_T = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05)
 
 
+_STOPS: dict = {}
+
+
+def _cached_stops(m: dict, rule: StopRule):
+    """:func:`first_stops`, kept per (replay, rule): the search scores each schedule on several
+    subsets of the same pairs."""
+    key = (id(m), rule)
+    if key not in _STOPS:
+        _STOPS[key] = first_stops(m, rule)
+    return _STOPS[key]
+
+
 def best_schedule(ms: list[dict], mask: np.ndarray, alpha: float, rule: StopRule) -> StopRule:
     """The rule whose schedule stops the most clear losers in ``mask`` over the replays ``ms``
     (then saves the most compute on them, then is the simplest) while telling at most ``alpha``
@@ -334,7 +346,7 @@ def best_schedule(ms: list[dict], mask: np.ndarray, alpha: float, rule: StopRule
     best, key = None, None
     for sched in schedules(GRID_F, GRID_T):
         cand = rule.replace(schedule=sched)
-        ss = [score(m, cand, mask) for m in ms]
+        ss = [score(m, cand, mask, _cached_stops(m, cand)) for m in ms]
         if any(s["winners_stopped"] > alpha * s["winners"] for s in ss):
             continue
         k = (sum(s["losers_stopped"] for s in ss), round(sum(s["saved_losers"] for s in ss), 6),
@@ -443,8 +455,12 @@ def main(argv: list[str] | None = None) -> dict:
                     "checkpoints: do the two agree (the hysteresis's span)?")  # fmt: skip
     ap.add_argument("--families", nargs="+", choices=("gsm8k", "math"),
                     help="only these families (default both)")  # fmt: skip
+    ap.add_argument("--no-replay", action="store_true",
+                    help="only the simulated runs of --simulate (the shipped rule)")  # fmt: skip
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.no_replay:
+        return simulated_only(args.simulate or 100, time.perf_counter())
     fams = {f: v for f, v in families().items() if not args.families or f in args.families}
     reps, ms = {}, {}
     for how in args.calibration:
@@ -498,6 +514,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"Monitor.update (refit, forecast, peak test): median {t['median']:.2f} s, 90th "
           f"percentile {t['p90']:.2f} s")  # fmt: skip
     out["peaks"] = peaks(rep, rule)
+    path = _results_path(args)
+    path.write_text(json.dumps(out, indent=2, default=float))  # again below with the simulation
     if args.simulate:
         sims = simulate(args.simulate)
         out["simulated"] = {}
@@ -510,6 +528,12 @@ def main(argv: list[str] | None = None) -> dict:
     out["seconds"] = time.perf_counter() - t0
     if not args.every_evaluation and not args.families:
         print(readme_table(out), fit_table(out), by_fraction_table(out), sep="\n\n")
+    path.write_text(json.dumps(out, indent=2, default=float))
+    print(f"wrote {path} ({out['seconds']:.0f} s)")
+    return out
+
+
+def _results_path(args) -> Path:
     RESULTS.mkdir(exist_ok=True)
     name = (
         "monitor_replay"
@@ -517,7 +541,23 @@ def main(argv: list[str] | None = None) -> dict:
         + ("_" + "_".join(args.families) if args.families else "")
         + ("_quick" if args.quick else "")
     )
-    path = RESULTS / f"{name}.json"
+    return RESULTS / f"{name}.json"
+
+
+def simulated_only(n_runs: int, t0: float) -> dict:
+    """``--no-replay``: the shipped rule on ``n_runs`` simulated runs (what
+    ``tests/test_decide.py`` pins), for several min_progress; ``results/monitor_simulated.json``."""
+    sims = simulate(n_runs)
+    out = {"rule": DEFAULT_RULE.to_dict(), "n_runs": n_runs, "simulated": {}}
+    for mp in (0.0, 1.0, 1.5, 2.0, 3.0):
+        s = score_simulated(sims, DEFAULT_RULE.replace(min_progress=mp))
+        out["simulated"][str(mp)] = s
+        print(f"simulated, min_progress {mp:g}: clear winners told to stop "
+              f"{s['winners_stopped']}/{s['winners']}, clear losers stopped "
+              f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
+    out["seconds"] = time.perf_counter() - t0
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "monitor_simulated.json"
     path.write_text(json.dumps(out, indent=2, default=float))
     print(f"wrote {path} ({out['seconds']:.0f} s)")
     return out
