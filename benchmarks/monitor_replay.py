@@ -327,17 +327,30 @@ GRID_F = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 GRID_T = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05)
 
 
-def best_schedule(m: dict, mask: np.ndarray, alpha: float, rule: StopRule) -> StopRule:
-    """The rule whose schedule stops the most clear losers in ``mask`` (then saves the most
-    compute on them, then is the simplest) with at most ``alpha`` of its clear winners told to
-    stop."""
+_STOPS: dict = {}
+
+
+def _cached_stops(m: dict, rule: StopRule):
+    """:func:`first_stops`, kept per (replay, rule): the search scores each schedule on several
+    subsets of the same pairs."""
+    key = (id(m), rule)
+    if key not in _STOPS:
+        _STOPS[key] = first_stops(m, rule)
+    return _STOPS[key]
+
+
+def best_schedule(ms: list[dict], mask: np.ndarray, alpha: float, rule: StopRule) -> StopRule:
+    """The rule whose schedule stops the most clear losers in ``mask`` over the replays ``ms``
+    (then saves the most compute on them, then is the simplest) while telling at most ``alpha``
+    of the clear winners to stop in every one of them."""
     best, key = None, None
     for sched in schedules(GRID_F, GRID_T):
         cand = rule.replace(schedule=sched)
-        s = score(m, cand, mask)
-        if s["winners_stopped"] > alpha * s["winners"]:
+        ss = [score(m, cand, mask, _cached_stops(m, cand)) for m in ms]
+        if any(s["winners_stopped"] > alpha * s["winners"] for s in ss):
             continue
-        k = (s["losers_stopped"], round(s["saved_losers"], 6), -len(sched))
+        k = (sum(s["losers_stopped"] for s in ss), round(sum(s["saved_losers"] for s in ss), 6),
+             -len(sched))  # fmt: skip
         if key is None or k > key:
             best, key = cand, k
     return best
@@ -360,22 +373,31 @@ def _pct(a: int, b: int) -> str:
     return f"{a / b:.0%}" if b else "-"
 
 
-def fit_thresholds(m: dict, masks: dict, alpha: float, rule: StopRule) -> dict:
-    """Leave-one-family-out schedules and their held-out figures, then the schedule on all."""
+def fit_thresholds(ms: dict[str, dict], masks: dict, alpha: float, rule: StopRule) -> dict:
+    """Leave-one-family-out schedules and their held-out figures, then the schedule on all; each
+    chosen on every replay of ``ms`` (one per calibration) at once and scored on each."""
     out = {}
     families_ = [f for f in masks if f != "all"]
     for held in families_ if len(families_) > 1 else []:
         train = masks["all"] & ~masks[held]
-        fitted = best_schedule(m, train, alpha, rule)
-        s_in, s_out = score(m, fitted, train), score(m, fitted, masks[held])
-        out[f"{held} held out"] = {"schedule": fitted.schedule, "in_sample": s_in,
-                                   "held_out": s_out}  # fmt: skip
-        print(f"fit without {held}: {fitted.schedule}\n  in sample: {fmt(s_in)}\n"
-              f"  {held} (held out): {fmt(s_out)}")  # fmt: skip
-    fitted = best_schedule(m, masks["all"], alpha, rule)
-    s = score(m, fitted, masks["all"])
-    out["all"] = {"schedule": fitted.schedule, "in_sample": s}
-    print(f"fit on all: {fitted.schedule}\n  in sample: {fmt(s)}")
+        fitted = best_schedule(list(ms.values()), train, alpha, rule)
+        rec = {"schedule": fitted.schedule, "in_sample": {}, "held_out": {}}
+        print(f"fit without {held}: {fitted.schedule}")
+        for how, m in ms.items():
+            rec["in_sample"][how] = score(m, fitted, train)
+            rec["held_out"][how] = score(m, fitted, masks[held])
+            print(f"  {CALIBRATIONS[how]} forecasts, in sample: {fmt(rec['in_sample'][how])}\n"
+                  f"  {CALIBRATIONS[how]} forecasts, {held} held out: "
+                  f"{fmt(rec['held_out'][how])}")  # fmt: skip
+        out[f"{held} held out"] = rec
+    fitted = best_schedule(list(ms.values()), masks["all"], alpha, rule)
+    out["all"] = {
+        "schedule": fitted.schedule,
+        "in_sample": {how: score(m, fitted, masks["all"]) for how, m in ms.items()},
+    }
+    print(f"fit on all: {fitted.schedule}")
+    for how, sc in out["all"]["in_sample"].items():
+        print(f"  {CALIBRATIONS[how]} forecasts, in sample: {fmt(sc)}")
     return out
 
 
@@ -433,8 +455,12 @@ def main(argv: list[str] | None = None) -> dict:
                     "checkpoints: do the two agree (the hysteresis's span)?")  # fmt: skip
     ap.add_argument("--families", nargs="+", choices=("gsm8k", "math"),
                     help="only these families (default both)")  # fmt: skip
+    ap.add_argument("--no-replay", action="store_true",
+                    help="only the simulated runs of --simulate (the shipped rule)")  # fmt: skip
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
+    if args.no_replay:
+        return simulated_only(args.simulate or 100, time.perf_counter())
     fams = {f: v for f, v in families().items() if not args.families or f in args.families}
     reps, ms = {}, {}
     for how in args.calibration:
@@ -454,23 +480,13 @@ def main(argv: list[str] | None = None) -> dict:
         print_by_fraction(out["by_fraction"][how])
     rule = DEFAULT_RULE
     if args.fit_thresholds:
-        out["fit"] = fit_thresholds(m, masks, args.alpha, DEFAULT_RULE)
+        out["fit"] = fit_thresholds(ms, masks, args.alpha, DEFAULT_RULE)
         rule = DEFAULT_RULE.replace(schedule=out["fit"]["all"]["schedule"], source=COMMAND)
-        # the schedules chosen without a family, scored on it with its forecasts also calibrated
-        # without it: out of family twice over
-        if "family" in ms and first != "family":
-            for held in (f for f in masks if f != "all"):
-                key = f"{held} held out"
-                if key in out["fit"]:
-                    r = DEFAULT_RULE.replace(schedule=out["fit"][key]["schedule"])
-                    s = score(ms["family"], r, ms["family"]["family"] == held)
-                    out["fit"][key]["held_out_family_calibration"] = s
-                    print(f"  {held}, its forecasts also calibrated without it: {fmt(s)}")
         if args.write:
             RULE_FILE.write_text(json.dumps({
                 "command": COMMAND,
                 "alpha": args.alpha,
-                "calibration": CALIBRATIONS[first],
+                "calibrations": [CALIBRATIONS[h] for h in ms],
                 "schedule": out["fit"]["all"]["schedule"],
                 "held_out": {k: v["held_out"] for k, v in out["fit"].items() if k != "all"},
                 "in_sample": out["fit"]["all"]["in_sample"],
@@ -498,6 +514,8 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"Monitor.update (refit, forecast, peak test): median {t['median']:.2f} s, 90th "
           f"percentile {t['p90']:.2f} s")  # fmt: skip
     out["peaks"] = peaks(rep, rule)
+    path = _results_path(args)
+    path.write_text(json.dumps(out, indent=2, default=float))  # again below with the simulation
     if args.simulate:
         sims = simulate(args.simulate)
         out["simulated"] = {}
@@ -509,7 +527,13 @@ def main(argv: list[str] | None = None) -> dict:
                   f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
     out["seconds"] = time.perf_counter() - t0
     if not args.every_evaluation and not args.families:
-        print(readme_table(out))
+        print(readme_table(out), fit_table(out), by_fraction_table(out), sep="\n\n")
+    path.write_text(json.dumps(out, indent=2, default=float))
+    print(f"wrote {path} ({out['seconds']:.0f} s)")
+    return out
+
+
+def _results_path(args) -> Path:
     RESULTS.mkdir(exist_ok=True)
     name = (
         "monitor_replay"
@@ -517,7 +541,23 @@ def main(argv: list[str] | None = None) -> dict:
         + ("_" + "_".join(args.families) if args.families else "")
         + ("_quick" if args.quick else "")
     )
-    path = RESULTS / f"{name}.json"
+    return RESULTS / f"{name}.json"
+
+
+def simulated_only(n_runs: int, t0: float) -> dict:
+    """``--no-replay``: the shipped rule on ``n_runs`` simulated runs (what
+    ``tests/test_decide.py`` pins), for several min_progress; ``results/monitor_simulated.json``."""
+    sims = simulate(n_runs)
+    out = {"rule": DEFAULT_RULE.to_dict(), "n_runs": n_runs, "simulated": {}}
+    for mp in (0.0, 1.0, 1.5, 2.0, 3.0):
+        s = score_simulated(sims, DEFAULT_RULE.replace(min_progress=mp))
+        out["simulated"][str(mp)] = s
+        print(f"simulated, min_progress {mp:g}: clear winners told to stop "
+              f"{s['winners_stopped']}/{s['winners']}, clear losers stopped "
+              f"{s['losers_stopped']}/{s['losers']}")  # fmt: skip
+    out["seconds"] = time.perf_counter() - t0
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / "monitor_simulated.json"
     path.write_text(json.dumps(out, indent=2, default=float))
     print(f"wrote {path} ({out['seconds']:.0f} s)")
     return out
@@ -548,30 +588,53 @@ def readme_table(out: dict) -> str:
 
 
 def fit_table(out: dict) -> str:
-    """README's table of the schedules chosen without a family and scored on it."""
+    """README's table of the schedules chosen without a family and scored on it (and the one
+    chosen on both), on every replay."""
     rows = [
-        "| chosen on | schedule (p(above) <= threshold from a fraction of the budget) "
-        "| scored on | clear winners told to stop | clear losers stopped | median fraction |",
-        "|---|---|---|---|---|---|",
+        "| chosen on | schedule: stop when p(above) <= | scored on | forecasts calibrated "
+        "| clear winners told to stop | clear losers stopped | median fraction |",
+        "|---|---|---|---|---|---|---|",
     ]
     for key, v in out.get("fit", {}).items():
         sched = ", ".join(f"{t:g} from {f:.0%}" for f, t in v["schedule"])
         if key == "all":
-            parts = [("both (in sample)", v["in_sample"])]
-            on = "both"
+            on, where, scores = "both", "both (in sample)", v["in_sample"]
         else:
             held = key.split()[0]
             on = next(FAMILY_WORDS[f] for f in FAMILY_WORDS if f not in ("all", held))
-            parts = [(f"{FAMILY_WORDS[held]}, held out", v["held_out"])]
-            if "held_out_family_calibration" in v:
-                parts.append((f"{FAMILY_WORDS[held]}, held out, forecasts calibrated without it",
-                              v["held_out_family_calibration"]))  # fmt: skip
-        for where, s in parts:
+            where, scores = f"{FAMILY_WORDS[held]}, held out", v["held_out"]
+        for how, s in scores.items():
             rows.append(
-                f"| {on} | {sched} | {where} | {s['winners_stopped']} of {s['winners']} | "
+                f"| {on} | {sched} | {where} | {CALIBRATIONS[how]} | "
+                f"{s['winners_stopped']} of {s['winners']} | "
                 f"{s['losers_stopped']} of {s['losers']} | "
                 f"{_frac(s['losers_median_fraction'])} |"
             )
+    return "\n".join(rows)
+
+
+def by_fraction_table(out: dict, thresholds=(0.005, 0.01, 0.02, 0.05)) -> str:
+    """README's table of the measured false stops, fraction by fraction: per tenth of the budget,
+    the clear winners (and losers) with p(above) <= each threshold at a refit there, before
+    hysteresis; each cell gives every replay in turn ("leave-one-run-out / leave-one-family-out"
+    by default)."""
+    tables = out["by_fraction"]
+    hows = list(tables)
+    rows = [
+        "| budget | clear winners refit there | "
+        + " | ".join(f"winners (losers) with p(above) <= {t:g}" for t in thresholds)
+        + " |",
+        "|---|---|" + "---|" * len(thresholds),
+    ]
+    for i, r in enumerate(tables[hows[0]]):
+        cells = []
+        for t in thresholds:
+            w = " / ".join(str(tables[h][i][f"winners p<={t:g}"]) for h in hows)
+            lo = " / ".join(str(tables[h][i][f"losers p<={t:g}"]) for h in hows)
+            cells.append(f"{w} ({lo})")
+        rows.append(
+            f"| {r['from']:.0%}-{r['to']:.0%} | {r['winners']} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(rows)
 
 
@@ -582,8 +645,9 @@ def _frac(x: float) -> str:
 def peaks(rep: dict, rule: StopRule) -> dict:
     """The runs the peak test calls peaked (a fall, not a plateau; after the rule's other
     conditions and hysteresis) for each smallest fall of :data:`PEAK_DROPS`: where, their level
-    then (the mean of the last tenth of the compute so far), their final level, and whether they
-    recovered (ended above that by more than 0.01)."""
+    then (the mean of the last tenth of the compute so far), the peak it fell from (that level
+    plus the fall of the running median), their final level, and whether they recovered (ended
+    above the level then by more than 0.01) and regained the peak (ended within 0.01 of it)."""
     out = {}
     for drop in PEAK_DROPS:
         r = rule.replace(peak_drop=drop)
@@ -603,12 +667,17 @@ def peaks(rep: dict, rule: StopRule) -> dict:
             at = refits[j].fraction * c.max()
             then = final_level(c, y, at=at).info["mean"]
             end = rep["levels"][(fam, name)].info["mean"]
+            top = then + refits[j].peak.drop
             calls.append({"run": f"{fam}/{name}", "fraction": refits[j].fraction, "final": end,
-                          "level_then": then, "recovered": end > then + CLEAR})  # fmt: skip
+                          "level_then": then, "peak_level": top,
+                          "recovered": end > then + CLEAR,
+                          "regained_peak": end >= top - CLEAR})  # fmt: skip
         out[str(drop)] = calls
         said = "; ".join(
-            f"{x['run']} at {x['fraction']:.0%} ({x['level_then']:.3f} -> {x['final']:.3f}"
-            f"{', RECOVERED' if x['recovered'] else ''})" for x in calls
+            f"{x['run']} at {x['fraction']:.0%} (peak ~{x['peak_level']:.3f}, then "
+            f"{x['level_then']:.3f}, final {x['final']:.3f}"
+            f"{', RECOVERED' if x['recovered'] else ''}"
+            f"{', REGAINED ITS PEAK' if x['regained_peak'] else ''})" for x in calls
         ) or "none"  # fmt: skip
         print(f"  peaked with a fall >= {drop:g}: {said}")
     return out

@@ -185,3 +185,32 @@ def test_readme_race_table_is_what_the_replay_printed():
     for line in bench.table(res["table"]).splitlines():
         if line.startswith("| ") and not line.startswith("| method"):
             assert line in README, f"README lacks the replay's row: {line}"
+
+
+def test_readme_replay_tables_are_what_the_benchmark_printed():
+    """Issue 27: README's stop-advice tables are `python -m benchmarks.monitor_replay`'s output
+    for the results it wrote (benchmarks/results/monitor_replay.json), row for row; the shipped
+    rule is the schedule that run chose, and the rule in words is the rule's own."""
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        import benchmarks.monitor_replay as bench
+    finally:
+        sys.path.remove(str(ROOT))
+    from rlcurves.decide import DEFAULT_RULE
+
+    res = json.loads((ROOT / "benchmarks" / "results" / "monitor_replay.json").read_text())
+    for table in (bench.readme_table(res), bench.fit_table(res), bench.by_fraction_table(res)):
+        rows = [line for line in table.splitlines() if line.startswith("|")]
+        assert len(rows) > 3
+        for line in rows:
+            assert line in README, f"README lacks the benchmark's row: {line}"
+    shipped = json.loads((ROOT / "rlcurves" / "data" / "stop_rule.json").read_text())
+    assert [tuple(x) for x in shipped["schedule"]] == [tuple(x) for x in res["rule"]["schedule"]]
+    assert DEFAULT_RULE.schedule == tuple(map(tuple, res["rule"]["schedule"]))
+    assert res["rule_words"] == DEFAULT_RULE.describe()
+    # the issue's targets on the replay over both corpora, with the forecasts calibrated without
+    # the run: at most 5% of clear winners ever told to stop, at least 50% of clear losers stopped
+    both = res["replay"]["run"]["all"]
+    assert both["winners"] >= 100 and both["winners_stopped"] <= 0.05 * both["winners"]
+    assert both["losers_stopped"] >= 0.5 * both["losers"]

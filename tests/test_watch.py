@@ -14,6 +14,7 @@ import io
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -220,6 +221,14 @@ def test_the_installed_command_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "UNLIKELY TO BEAT THE BASELINE" in proc.stdout
     assert (tmp_path / "rlcurves_monitor.png").exists()
+    # README quotes what this command prints (the same command, README's --out aside)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    said = re.search(r"it says `UNLIKELY TO BEAT THE BASELINE` \((\S+ \[\S+, \S+\]) against "
+                     r"(\S+ \[\S+, \S+\]),\s+p\(above\) = (\S+)\)", readme)  # fmt: skip
+    assert said, "README's sentence on the whole log's watch"
+    run, base, p = said.groups()
+    assert f"at the budget: {run} (90%" in proc.stdout
+    assert f"baseline recipe_loo_scalerl: {base}; p(above) = {p}" in proc.stdout
 
 
 def test_watch_reads_a_csv_history(tmp_path):
