@@ -7,8 +7,8 @@
 # (scripts/study_table.py) fits on generated tokens, which load cannot move.
 #
 # STUDY=long (issue 30): PipelineRL-8 against PPO-off-policy-8, sync as the reference, on the
-# addition chain (recipe/configs/study_long.yaml: 64-token completions, so that generating a batch
-# costs about as much as training on it), with vLLM's CPU build as the generator (.venv-vllm).
+# addition chain (recipe/configs/study_long.yaml: 56-token completions, so that generating a batch
+# costs more than training on it), with vLLM's CPU build as the generator (.venv-vllm).
 # Seed by seed (ORDER=seed), the three runs of a seed side by side (LANES=3), so that they see
 # the same machine load; every process of a run (trainer, vLLM engine) has one thread and none
 # is pinned to a core (on a machine shared with other work a pinned core can be the busy one),

@@ -29,6 +29,12 @@ without calling :meth:`AdditionChainTask.reward`), is ``terms`` fields of ``2 * 
 digits separated by ``+``, and the digits of its last field are the chain's last term. The
 earlier terms and all carries are the scratchpad: not checked one by one, but a wrong one almost
 surely makes the last term wrong (an error carries into every later term from its column up).
+One shortcut passes by chance: the units digits form their own chain mod 10, which needs no
+carries and is learned first, so a model with the units right and the higher digits guessed
+passes about ``10**-(digits - 1)`` of the time (0.1 at 2 digits: the warm-ups of the study sat
+near 0.09 for 200-500 steps; seed 0 then crept past the 0.15 target (0.16 at step 500), while
+for seeds 1 and 2 the carries came in within one probe interval of 50 steps, from 0.09 to 0.78
+and 0.62: the seeds start RL from different heights).
 
 Data: the pairs ``(a, b)`` are :func:`recipe.task.split_problems`'s seeded, disjoint, iid split of
 all ``10**(2 * digits)`` pairs, so training pool and validation set come from one distribution.
