@@ -26,8 +26,10 @@ tokens; on gpu_hours PipelineRL's runs end first, and cutting the others to its 
 them on their first three evaluations). It adds, per pair, the paired difference of log C_mid
 and the paired ratio of the runs' total GPU-hours (the same tokens in every mode), and per cell
 where the time went: the per-step seconds of waiting for the batch, training and the weight
-push, the idle fractions of generator and trainer, the lag, the completion length and the
-machine load the run saw.
+push, each side's busy seconds per step, the idle fractions of generator and trainer, the lag,
+the completion length, the machine load the run saw, and the overlap bound: the share of a run's
+time that would remain if its generation and training overlapped perfectly with their measured
+durations (max over sum), the most a pipeline could save by overlap alone.
 
 Usage: python scripts/study_table.py [OUT_DIR] [--study lsb|long] [--pair VARIANT=BASELINE ...]
        [--compute COLUMN] [--own-ranges] [--json PATH]
@@ -153,7 +155,25 @@ def time_split(runs: dict[int, Path]) -> dict | None:
     # over steps would count PPO-off-policy's one long generating step like its short ones)
     for k in ("generator_idle_fraction", "trainer_idle_fraction"):
         mean[k] = float((train[k] * train["step_seconds"]).sum() / train["step_seconds"].sum())
+    # seconds per step each side worked: in sync and PPO-off-policy the generator's is the
+    # generation of a batch, in PipelineRL the engine's busy time per trained batch
+    for side in ("generator", "trainer"):
+        busy = (1 - train[f"{side}_idle_fraction"].clip(0, 1)) * train["step_seconds"]
+        mean[f"{side}_busy_seconds"] = float(busy.mean())
     mean["completion_tokens"] = float(train["tokens"].sum() / train["samples"].sum())
+    # and per seed (the seeds ran at different machine loads; a seed's modes side by side)
+    mean["per_seed"] = {
+        f"s{s}": {k: float(r[k].mean()) for k in (
+            "step_seconds", "batch_wait_seconds", "train_seconds", "push_seconds", "load_average",
+        )} for s, r in zip(sorted(runs), rows, strict=True)
+    }  # fmt: skip
+    # the most that overlapping this cell's generation with its training could save, the
+    # durations unchanged: from their sum to the larger of the two (per seed, as a ratio)
+    mean["overlap_bound"] = [
+        float(max(r["batch_wait_seconds"].sum(), (r["train_seconds"] + r["push_seconds"]).sum())
+              / r["step_seconds"].sum())
+        for r in rows
+    ]  # fmt: skip
     mean["gpu_hours"] = [float(r["gpu_hours"].iloc[-1]) for r in rows]
     mean["load_range"] = [float(train["load_average"].min()), float(train["load_average"].max())]
     return mean
@@ -285,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             "ceiling": str(v["ceiling"]), "efficiency": str(v["efficiency"]),
             "delta_A": [row["delta_A_lower"], row["delta_A_upper"]],
             "paired_dA": [a["mean"], a["lower"], a["upper"]],
-            "paired_dlogB": [b["mean"], b["lower"], b["upper"]], "max_compute": window,
+            "paired_dlogB": [b["mean"], b["lower"], b["upper"]],
+            "max_compute": None if args.own_ranges or note else window,  # own ranges: none
             "paired_dfinal": list(fin),
         }  # fmt: skip
     print()
@@ -313,10 +334,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(f'{m:.0f}' for m in stats['wall_minutes'])} |")  # fmt: skip
     if long:
         print()
-        print("| cell | s per step: total = wait for batch + train + push | generator idle | "
-              "trainer idle | lag (mean) | tokens per completion | load (mean, range) | "
-              "gpu_hours per run |")  # fmt: skip
-        print("|---|---|---|---|---|---|---|---|")
+        print(
+            "| cell | s per step: total = wait for batch + train + push | busy s per step: "
+            "generator / trainer | generator idle | trainer idle | lag (mean) | tokens per "
+            "completion | load (mean, range) | gpu_hours per run | overlap bound per run |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")  # fmt: skip
         for cell, runs in cells.items():
             t = time_split(runs)
             if t is None:
@@ -324,10 +347,12 @@ def main(argv: list[str] | None = None) -> int:
             out["cells"][cell]["time"] = t
             print(f"| `{cell}` | {t['step_seconds']:.1f} = {t['batch_wait_seconds']:.1f} + "
                   f"{t['train_seconds']:.1f} + {t['push_seconds']:.2f} | "
+                  f"{t['generator_busy_seconds']:.1f} / {t['trainer_busy_seconds']:.1f} | "
                   f"{t['generator_idle_fraction']:.2f} | {t['trainer_idle_fraction']:.2f} | "
                   f"{t['lag_mean']:.2f} | {t['completion_tokens']:.1f} | "
                   f"{t['load_average']:.1f} ({t['load_range'][0]:.1f}-{t['load_range'][1]:.1f}) | "
-                  f"{', '.join(f'{g:.3f}' for g in t['gpu_hours'])} |")  # fmt: skip
+                  f"{', '.join(f'{g:.3f}' for g in t['gpu_hours'])} | "
+                  f"{', '.join(f'{b:.2f}' for b in t['overlap_bound'])} |")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=float))
     return 0
