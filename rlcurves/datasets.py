@@ -136,7 +136,7 @@ _LONG = {
     "ppo8": ("mode=ppo-off-policy max_lag=8 (PPO-off-policy-8)", "sync"),
     "pipe8": ("mode=pipeline max_lag=8 (PipelineRL-8, vLLM's async engine)", "ppo8"),
 }
-LONG_SEEDS = (0, 1)
+LONG_SEEDS = (0, 1, 2)
 _LONG_RUNS = {f"recipe_long_{cell}_s{seed}": (cell, seed) for cell in _LONG for seed in LONG_SEEDS}
 _RUNS.update(
     {
