@@ -57,7 +57,7 @@ class Config:
     # --- task and data ---
     task: str = _f(
         "addition",
-        "addition | addition_lsb | gsm8k | a user task 'my_module:MyTask' or "
+        "addition | addition_lsb | addition_chain | gsm8k | a user task 'my_module:MyTask' or "
         "'path/to/file.py:MyTask' (recipe/tasks)",
     )
     task_data: str | None = _f(None, "gsm8k: training problems, a local .jsonl or .parquet file")
@@ -66,6 +66,11 @@ class Config:
     )
     chat_template: bool = _f(False, "wrap each prompt in the tokenizer's chat template")
     digits: int = _f(3, "digits per operand of the addition tasks")
+    chain_terms: int = _f(
+        16,
+        "addition_chain: terms the completion writes (answer chain_terms x 2 x digits tokens "
+        "with EOS, carries included: the knob from short to long completions)",
+    )
     train_prompts: int = _f(20000, "training pool size")
     val_prompts: int = _f(500, "held-out validation prompts (iid, disjoint from training)")
     val_samples_per_prompt: int = _f(4, "completions per validation prompt (mean@n)")
@@ -172,8 +177,9 @@ CHOICES = {
     "weight_transfer": ("rpc", "nccl"),
 }
 POSITIVE = (
-    "eps_max", "max_lag", "digits", "train_prompts", "val_prompts", "val_samples_per_prompt",
-    "n_layer", "hidden", "heads", "intermediate", "steps", "prompts_per_step", "generations",
+    "eps_max", "max_lag", "digits", "chain_terms", "train_prompts", "val_prompts",
+    "val_samples_per_prompt", "n_layer", "hidden", "heads", "intermediate", "steps",
+    "prompts_per_step", "generations",
     "max_new_tokens", "temperature", "lr", "adam_eps", "eval_every", "checkpoint_every",
     "devices", "threads", "micro_batch_size", "logprob_chunk", "generators", "dist_timeout",
     "updates_per_batch", "warmup_probe_every",
@@ -302,7 +308,7 @@ def validate(cfg: Config) -> Config:
                 "config key 'generator_devices' places vLLM engines on GPUs: it needs "
                 "generator=vllm and a CUDA device (set it to null)"
             )
-    if cfg.init is None and cfg.task not in ("addition", "addition_lsb"):
+    if cfg.init is None and cfg.task not in ("addition", "addition_lsb", "addition_chain"):
         raise ConfigError(
             f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "
             "the addition tasks' characters; point init at a Hugging Face model folder"
@@ -316,6 +322,13 @@ def validate(cfg: Config) -> Config:
         raise ConfigError(
             f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"
             f"-digit answer plus EOS; use at least {cfg.digits + 2}"
+        )
+    need = cfg.chain_terms * 2 * cfg.digits
+    if cfg.task == "addition_chain" and cfg.max_new_tokens < need:
+        raise ConfigError(
+            f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold the addition "
+            f"chain's answer ({cfg.chain_terms} terms of {cfg.digits} digits, separators and "
+            f"EOS); use at least chain_terms x 2 x digits = {need}"
         )
     return cfg
 

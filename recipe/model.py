@@ -74,9 +74,17 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 
 
 def build_model(
-    vocab_size: int, n_layer: int, hidden: int, heads: int, intermediate: int, seed: int
+    vocab_size: int,
+    n_layer: int,
+    hidden: int,
+    heads: int,
+    intermediate: int,
+    seed: int,
+    max_positions: int = 64,
 ) -> LlamaForCausalLM:
-    """A freshly initialised Llama-style causal LM (untied head, seeded)."""
+    """A freshly initialised Llama-style causal LM (untied head, seeded); ``max_positions``:
+    the longest prompt + completion it serves (vLLM refuses longer; RoPE has no weights, so the
+    initialisation does not depend on it)."""
     config = LlamaConfig(
         vocab_size=vocab_size,
         hidden_size=hidden,
@@ -84,7 +92,7 @@ def build_model(
         num_hidden_layers=n_layer,
         num_attention_heads=heads,
         num_key_value_heads=heads,
-        max_position_embeddings=64,
+        max_position_embeddings=max_positions,
         tie_word_embeddings=False,
         bos_token_id=1,
         eos_token_id=2,
@@ -202,6 +210,8 @@ def warm_up(
     device: str | torch.device = "cpu",
     task=None,
     final_per_class: int = 256,
+    max_new_tokens: int | None = None,
+    max_positions: int = 64,
 ) -> Path:
     """Build the seeded tiny model, train it on carry-free problems, save it to ``out``.
 
@@ -218,10 +228,17 @@ def warm_up(
     has ``prompt_class``, ``warmup.json`` also records the final sampled pass rate per class
     (``final_by_class``: up to ``final_per_class`` training prompts per class, 8 samples each)
     and the final overall rate on the probe prompts (``final_pass_rate``).
+
+    ``max_new_tokens``: the probes' completion length limit (default ``digits + 2``, the
+    addition tasks' answers; the run's ``max_new_tokens`` for longer ones); ``max_positions``:
+    see :func:`build_model`.
     """
     out = Path(out)
+    probe_len = digits + 2 if max_new_tokens is None else max_new_tokens
     tokenizer = build_tokenizer()
-    model = build_model(len(tokenizer), n_layer, hidden, heads, intermediate, seed).to(device)
+    model = build_model(
+        len(tokenizer), n_layer, hidden, heads, intermediate, seed, max_positions
+    ).to(device)
     supply = getattr(task, "warmup_examples", None)
     data = supply(steps * batch, seed + 1) if callable(supply) else None
     from_task = data is not None
@@ -234,7 +251,7 @@ def warm_up(
         probe_set = list(task.train_prompts()[:256])
 
         def probe() -> float:
-            return _task_pass_rates(model, tokenizer, probe_set, task, digits + 2, seed)[0]
+            return _task_pass_rates(model, tokenizer, probe_set, task, probe_len, seed)[0]
     else:
         problems = easy_problems(digits, steps * batch, seed + 1)
         gen = torch.Generator().manual_seed(seed + 3)
@@ -247,7 +264,7 @@ def warm_up(
         data = [Prompt(p.prompt, p.answer) for p in problems]
 
         def probe() -> float:
-            return sampled_pass_rate(model, tokenizer, pool[:256], digits + 2, seed)
+            return sampled_pass_rate(model, tokenizer, pool[:256], probe_len, seed)
 
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     model.train()
@@ -268,7 +285,7 @@ def warm_up(
               "examples": "task.warmup_examples" if from_task else "carry-free + mix",
               "target": target, "probes": probes, "seed": seed}  # fmt: skip
     if callable(getattr(task, "prompt_class", None)):
-        record.update(final_rates(model, tokenizer, task, digits + 2, seed, final_per_class))
+        record.update(final_rates(model, tokenizer, task, probe_len, seed, final_per_class))
     # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -339,8 +356,13 @@ def final_rates(
             chosen[str(cls)].append(p)
     names = sorted(chosen)
     flat = [p for name in names for p in chosen[name]]
-    # one seeded sampling pass for the classes, one (as the probes) for the overall rate
-    _, means = _task_pass_rates(model, tokenizer, flat, task, max_new_tokens, seed + 5, n)
+    # one seeded sampling pass for the classes, one (as the probes) for the overall rate; a
+    # task whose prompt_class says None for every prompt (the Task default) has no classes
+    means = (
+        _task_pass_rates(model, tokenizer, flat, task, max_new_tokens, seed + 5, n)[1]
+        if flat
+        else []
+    )
     by_class, at = {}, 0
     for name in names:
         k = len(chosen[name])

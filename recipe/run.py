@@ -69,11 +69,14 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
         # the built model is the addition tasks' character-level one; a task with its own
         # warm-up examples (addition_lsb) supplies them, the old task keeps its pool-mix path
         pool, _ = split_problems(cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed)
+        # positions for the longest prompt + completion (the addition tasks keep the old 64)
+        longest = max(len(p.text) for p in task.train_prompts() + task.val_prompts())
         warm_up(
             init, digits=cfg.digits, n_layer=cfg.n_layer, hidden=cfg.hidden, heads=cfg.heads,
             intermediate=cfg.intermediate, steps=cfg.warmup_sft_steps, mix=cfg.warmup_mix,
             pool=pool, target=cfg.warmup_target, probe_every=cfg.warmup_probe_every,
-            seed=cfg.seed, device=device, task=task,
+            seed=cfg.seed, device=device, task=task, max_new_tokens=cfg.max_new_tokens,
+            max_positions=max(64, longest + 1 + cfg.max_new_tokens),
         )  # fmt: skip
     distributed.barrier(ranks)
     model, tokenizer = load_policy(init, device)

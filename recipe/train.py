@@ -57,12 +57,21 @@ Compute accounting, in every row:
   bill, start-up, evaluation, checkpoints and idle GPUs included. Always >= ``gpu_hours``.
 - ``flops`` = the cumulative 6 x parameters x trained tokens + 2 x parameters x generated tokens.
 
+Each train row also splits its step's wall time: ``batch_wait_seconds`` (the trainer waiting
+for its batch: in sync and PPO-off-policy modes the generation itself, with the load of the
+parked weights), ``train_seconds`` (scoring, filter, advantages, updates) and ``push_seconds``
+(handing the weights over: into the running engine in PipelineRL with vLLM), summing to
+``step_seconds``; with the idle fractions they show which side a mode waits on.
+``load_average`` is the machine's 1-minute load at the step's end: on a shared machine it
+stretches all of these.
+
 After ``--resume`` ``wall_seconds`` continues from the checkpoint's value: the time lost between
 the checkpoint and the kill is not counted, and no log row written after the checkpoint survives.
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -531,8 +540,10 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             gen_idle0, waited0 = rollouts.generator_idle.seconds(), rollouts.trainer_wait
             # 1. this step's prompts and completions (GeneratorFailed if the generator died)
             batch = rollouts.next_batch(step)
+            t_batch = time.perf_counter()
             # 2-3. rewards, filter, advantages; updates_per_batch AdamW steps
             row = train_step(cfg, s, batch, optimizer, pool, step)
+            t_trained = time.perf_counter()
             # 4. the new weights to the generator, on steps whose weights it uses (several
             # ranks: each parameter gathered as it is sent); a failed push raises: stop
             if rollouts.takes_weights(step):
@@ -544,6 +555,12 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 "generator_idle_fraction":
                     min(1.0, (rollouts.generator_idle.seconds() - gen_idle0) / elapsed),
                 "trainer_idle_fraction": (rollouts.trainer_wait - waited0) / elapsed,
+                # where the step's time went: waiting for the batch (sync, PPO-off-policy: its
+                # generation and the parked weights' load), scoring + updates, the weight push
+                "step_seconds": elapsed, "batch_wait_seconds": t_batch - t0,
+                "train_seconds": t_trained - t_batch, "push_seconds": t0 + elapsed - t_trained,
+                # the machine's 1-minute load: on a shared machine it stretches every second
+                "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
                 "samples_total": progress.samples_total, "tokens_total": progress.tokens_total,
                 "optimizer_updates": progress.updates_total,
             })  # fmt: skip

@@ -739,16 +739,26 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
         variants = [c for c, b in base_of.items() if b == base]
         group = [base, *variants]
         window = shared_compute(*(tables[c] for c in group))
-        # cells of different lengths are compared on their common compute range
-        group_fits = {
-            c: fit_cell(c, window) if tables[c]["compute"].max() > 1.05 * window else fits[c]
-            for c in group
-        }
+        # cells of different lengths are compared on their common compute range, unless too few
+        # evaluations of a cell lie in it (on GPU-hours a faster mode's range can hold only a
+        # slower one's first few): then on their own ranges, and the summary says so
+        group_fits, own = {c: fits[c] for c in group}, []
+        for c in group:
+            if tables[c]["compute"].max() > 1.05 * window:
+                try:
+                    group_fits[c] = fit_cell(c, window)
+                except RLCurvesError:
+                    own.append(c)
+        if own:  # all on their own ranges, not a mixture
+            group_fits = {c: fits[c] for c in group}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cmp = compare(group_fits, baseline=base)
         print()
-        if any(group_fits[c] is not fits[c] for c in group):
+        if own:
+            print(f"(compared on the cells' own ranges: {own} have too few evaluations below "
+                  f"the common range's end, compute {window:.4g})")  # fmt: skip
+        elif any(group_fits[c] is not fits[c] for c in group):
             print(f"(compared on the cells' common range: compute <= {window:.4g})")
         print(cmp.summary())
         for cell in variants:

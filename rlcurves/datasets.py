@@ -128,6 +128,30 @@ _RUNS.update(
         for name, (cell, seed) in _STUDY_RUNS.items()
     }
 )
+# The long-completion study (issue 30): the addition chain (recipe/configs/study_long.yaml), vLLM's
+# CPU build as the generator, sync / PPO-off-policy-8 / PipelineRL-8 per seed from one warm-up and
+# prompt order (scripts/run_study.sh with STUDY=long). Cell -> (what it changes, its baseline).
+_LONG = {
+    "sync": ("mode=sync (the synchronous loop: the reference)", None),
+    "ppo8": ("mode=ppo-off-policy max_lag=8 (PPO-off-policy-8)", "sync"),
+    "pipe8": ("mode=pipeline max_lag=8 (PipelineRL-8, vLLM's async engine)", "ppo8"),
+}
+LONG_SEEDS = (0, 1, 2)
+_LONG_RUNS = {f"recipe_long_{cell}_s{seed}": (cell, seed) for cell in _LONG for seed in LONG_SEEDS}
+_RUNS.update(
+    {
+        name: (
+            "REAL run of the reference trainer's long-completion study: recipe/configs/"
+            f"study_long.yaml --set seed={seed}, then {_LONG[cell][0]}; addition chain, "
+            "completions of about 56 tokens, vLLM CPU generator; scripts/run_study.sh with "
+            "STUDY=long. Compute = "
+            "wall-clock hours x 2 devices (trainer and generator, charged in every mode) on a "
+            "shared 2-core CPU: machine load stretches it (the log's load_average column; "
+            "compute='tokens_total' gives a load-free axis)"
+        )
+        for name, (cell, seed) in _LONG_RUNS.items()
+    }
+)
 # The new CPU demo (answers least-significant digit first), two seeds
 _RUNS.update(
     {
@@ -161,6 +185,10 @@ def _baseline(name: str) -> str | None:
         cell, seed = _STUDY_RUNS[name]
         base = _STUDY[cell][1]
         return None if base is None else f"recipe_study_{base}_s{seed}"
+    if name in _LONG_RUNS:
+        cell, seed = _LONG_RUNS[name]
+        base = _LONG[cell][1]
+        return None if base is None else f"recipe_long_{base}_s{seed}"
     if name == "recipe_lsb_demo_seed1":
         return "recipe_lsb_demo_seed0"  # a replicate
     return "recipe_cpu_demo_seed0" if name == "recipe_cpu_demo_seed1" else None  # a replicate
@@ -177,7 +205,8 @@ def list_examples(group: str | None = None) -> list[str]:
         leave-one-out study, 600 steps each; ``attrs["baseline"]`` names the run each one
         differs from), ``"recipe_lsb_demo"`` (the new CPU demo, two seeds) or
         ``"recipe_study"`` (the paired-seed study: ``attrs["cell"]`` and ``attrs["seed"]``;
-        a run's baseline is the baseline cell's run of its seed); a run's family is
+        a run's baseline is the baseline cell's run of its seed) or ``"recipe_long"`` (the
+        long-completion study of the trainer modes, paired the same way); a run's family is
         ``attrs["group"]``.
     """
     names = sorted([*_EXAMPLES, *_RUNS])
@@ -189,6 +218,8 @@ def _group(name: str) -> str:
         return "simulated"
     if name in _STUDY_RUNS:
         return "recipe_study"
+    if name in _LONG_RUNS:
+        return "recipe_long"
     if name.startswith("recipe_lsb_demo"):
         return "recipe_lsb_demo"
     return "recipe_loo" if name in _LOO else "recipe_cpu_demo"
@@ -288,6 +319,7 @@ def _load_run(name: str, compute: str | None) -> pd.DataFrame:
         group=_group(name),
         baseline=_baseline(name),
     )
-    if name in _STUDY_RUNS:  # the paired-seed study: which cell, which seed
-        df.attrs.update(cell=_STUDY_RUNS[name][0], seed=_STUDY_RUNS[name][1])
+    for runs in (_STUDY_RUNS, _LONG_RUNS):  # the paired-seed studies: which cell, which seed
+        if name in runs:
+            df.attrs.update(cell=runs[name][0], seed=runs[name][1])
     return df

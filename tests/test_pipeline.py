@@ -309,3 +309,33 @@ def test_the_loop_gathers_weights_only_when_the_generator_uses_them(
     rows = recipe_helpers.read_log(tmp_path / "log.jsonl")
     assert [r["step"] for r in rows if r["kind"] == "train"] == list(range(1, 8))
     assert len(reads) == expected
+
+
+@pytest.mark.parametrize("mode", ["sync", "ppo-off-policy", "pipeline"])
+def test_step_time_is_split_between_waiting_training_and_pushing(
+    tmp_path, init_dir, mode, monkeypatch
+):
+    """The per-step timing fields (issue 30) sum to the step's wall time, which is what the
+    compute axis adds up; a trainer slowed by 0.2 s per step shows it in ``train_seconds``, not
+    in the wait for the batch."""
+    import time
+
+    real = T.train_step
+
+    def slow(*args, **kwargs):
+        time.sleep(0.2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(T, "train_step", slow)
+    T.run(tiny_cfg(init_dir, mode=mode, max_lag=2, steps=4, eval_every=4), tmp_path)
+    train = [r for r in recipe_helpers.read_log(tmp_path / "log.jsonl") if r["kind"] == "train"]
+    wall = 0.0
+    for r in train:
+        parts = r["batch_wait_seconds"] + r["train_seconds"] + r["push_seconds"]
+        assert parts == pytest.approx(r["step_seconds"], abs=1e-9)
+        wall += r["step_seconds"]
+        assert r["wall_seconds"] == pytest.approx(wall, rel=1e-9)
+        assert r["train_seconds"] >= 0.2 and min(r["batch_wait_seconds"], r["push_seconds"]) >= 0
+        # the trainer's idle time (measured inside next_batch) lies within the wait for the batch
+        assert r["trainer_idle_fraction"] * r["step_seconds"] <= r["batch_wait_seconds"] + 1e-9
+        assert r["load_average"] is None or r["load_average"] >= 0

@@ -23,6 +23,11 @@ Built in (config key ``task``):
 - ``addition``: the CPU demo's 3-digit addition (:mod:`recipe.tasks.addition`);
 - ``addition_lsb``: the same problems, answers fixed-width least-significant digit first
   (``"347+086="`` -> ``"3340"``), validation per carry class (:mod:`recipe.tasks.addition_lsb`);
+- ``addition_chain``: a long completion: the next ``chain_terms`` terms of the Fibonacci-style
+  chain two ``digits``-digit numbers start (mod ``10**digits``, every number least-significant
+  digit first with its carries written between the digits), a scratchpad of
+  ``chain_terms x 2 x digits`` tokens whose last term is the answer
+  (:mod:`recipe.tasks.addition_chain`);
 - ``gsm8k``: grade-school math in the GSM8K format from a local JSONL or Parquet file
   (:mod:`recipe.tasks.math`).
 
@@ -94,8 +99,8 @@ def _import_target(spec: str) -> Any:
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
         raise TaskError(
-            f"task {spec!r} is not built in (addition, addition_lsb, gsm8k) and not "
-            "'module:Class' or 'path/to/file.py:Class'"
+            f"task {spec!r} is not built in (addition, addition_lsb, addition_chain, gsm8k) and "
+            "not 'module:Class' or 'path/to/file.py:Class'"
         )
     path = Path(module_name)
     try:
@@ -131,6 +136,12 @@ def load_task(cfg) -> Task:
             cfg.digits, cfg.train_prompts, cfg.val_prompts, cfg.seed,
             class_weights=mix_weights(cfg.warmup_mix, cfg.digits),
         )  # fmt: skip
+    elif cfg.task == "addition_chain":
+        from recipe.tasks.addition_chain import AdditionChainTask
+
+        task = AdditionChainTask(
+            cfg.digits, cfg.chain_terms, cfg.train_prompts, cfg.val_prompts, cfg.seed
+        )
     elif cfg.task == "gsm8k":
         from recipe.tasks.math import MathTask
 
