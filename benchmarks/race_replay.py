@@ -33,15 +33,17 @@ compute of all runs, as stopped, over the compute of running them all to the bud
 
 Methods:
 - ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01,
-  require_identified=True; each stop also passes issue 27's measured per-run rule,
+  require_identified=0.4, the rule's hold; chosen on 200 sweeps by benchmarks/race_sweeps.py;
+  each stop also passes issue 27's measured per-run rule,
   :data:`rlcurves.decide.DEFAULT_RULE`, and its hysteresis). Its forecasts are never calibrated on
   the sweep's own runs: ``--calibration family`` uses the shipped records of the OTHER family
   only (leave-one-family-out: a GSM8K sweep is forecast with tau and scores from the MATH runs,
   and the other way round), ``sweep`` the records of every run outside the sweep (what a user
   racing a new sweep has: other launches of the same family included); ``both`` (default)
-  reports both. A grid of settings (alpha x require_identified) gives the frontier (compute
-  against winners kept), and a setting chosen leave-one-family-out: chosen on one family's
-  sweeps, scored on the other's.
+  reports both. A grid of settings (alpha x require_identified x confirm) gives the frontier
+  (compute against winners kept), and a setting chosen leave-one-family-out: chosen on one
+  family's sweeps, scored on the other's. The refits are shared between the settings (a run's
+  forecast at a rung does not depend on them: :func:`cached_race_class`).
 - ``asha``: Ray Tune's own ``ASHAScheduler`` (reduction factor 3, grace period 1/9 of the
   budget, so rungs at 1/9 and 1/3) fed the results offline through ``on_trial_result``.
 - ``median``: Ray Tune's own ``MedianStoppingRule`` (grace period 25% of the budget,
@@ -206,12 +208,47 @@ def rung_grid(sweep: Sweep) -> np.ndarray:
     return sweep.budget * np.arange(1, RUNGS + 1) / RUNGS
 
 
-def replay_race(sweep: Sweep, race_kws: dict) -> tuple[Outcome, object]:
-    """Race at every rung; a stopped run reports nothing more."""
+def cached_race_class():
+    """:class:`rlcurves.Race` whose refits are shared through a cache of (run, rung) -> fit and
+    forecast: a run's forecast at a rung depends only on its points, the budget and the
+    calibration, not on the race's settings or the other runs, so every setting of a grid (and
+    every sweep that holds the run) reuses it; the decisions are Race's own. Each run's forecast
+    seed is its index in ``index`` (what Race gives the i-th run to arrive)."""
     from rlcurves import Race
 
+    class CachedRace(Race):
+        def __init__(self, *args, cache: dict, index: dict[str, int], **kwargs):
+            super().__init__(*args, **kwargs)
+            self._cache = cache
+            self._index = index
+
+        def _refit(self, e, i):
+            key = tuple((n, self._rung(r), r.failed, r.ended) for n, r in e.runs.items())
+            if key == e.key:
+                return
+            (run,) = e.runs.values()
+            ck = (e.name, self._rung(run))
+            hit = self._cache.get(ck)
+            if hit is None:
+                super()._refit(e, self._index[e.name])
+                self._cache[ck] = (e.fit, e.forecast, e.draws, e.identified, e.why)
+                return
+            e.key, e.fresh = key, True
+            e.fit, e.forecast, e.draws, e.identified, e.why = hit
+
+    return CachedRace
+
+
+def replay_race(sweep: Sweep, race_kws: dict, cache: dict | None = None) -> tuple[Outcome, object]:
+    """Race at every rung; a stopped run reports nothing more. ``cache`` (one per sweep and
+    calibration) shares the refits between settings."""
     t0 = time.perf_counter()
-    race = Race(sweep.budget, **race_kws)
+    race = cached_race_class()(
+        sweep.budget,
+        cache={} if cache is None else cache,
+        index={k: i for i, k in enumerate(sweep.runs)},
+        **race_kws,
+    )
     used = {k: 0.0 for k in sweep.runs}
     stopped: set[str] = set()
     lo = -math.inf
@@ -358,9 +395,14 @@ def replay_optuna(sweep: Sweep, pruner_name: str, seed: int) -> Outcome:
 # ---- the table -----------------------------------------------------------------------------------
 
 N_ORDERS = 20  # random arrival/trial orders for the methods that depend on them
-# the Race settings reported leave-one-family-out: alpha x require_identified
-GRID = tuple((a, ident) for ident in (True, False) for a in (0.02, 0.05, 0.1, 0.2))
-DEFAULT = (0.05, True)
+# the Race settings (alpha, require_identified, confirm), reported leave-one-family-out
+GRID = tuple(
+    (a, guard, confirm)
+    for guard in (True, 0.4, False)
+    for confirm in (None, 1)
+    for a in (0.05, 0.1, 0.2, 0.3)
+)
+DEFAULT = (0.05, 0.4, None)  # Race's defaults
 
 
 def summarize(outcomes: list[Outcome]) -> dict:
@@ -407,8 +449,10 @@ def calibrations(sweeps: list[Sweep], how: str = "family") -> dict[str, object]:
     raise ValueError(f"calibration must be 'family' or 'sweep', got {how!r}")
 
 
-def _setting(key: tuple[float, bool]) -> str:
-    return f"alpha {key[0]:g}" + ("" if key[1] else ", require_identified=False")
+def _setting(key: tuple) -> str:
+    alpha, guard, confirm = key
+    g = {True: "guard on", False: "guard off"}.get(guard, f"guard before {guard:.0%}")
+    return f"alpha {alpha:g}, {g}" + ("" if confirm is None else f", confirm {confirm}")
 
 
 def lofo(race_grid: dict[tuple, list[Outcome]], sweeps: list[Sweep]) -> list[Outcome]:
@@ -453,6 +497,25 @@ def table(rows: dict[str, dict]) -> str:
             f"| {name} | {kept_s} | {r['mean_regret']:.3f} | {r['worst_regret']:.3f} | "
             f"{r['compute_used']:.0%} |"
         )
+    return "\n".join(lines)
+
+
+def frontier_table(frontier: list[dict]) -> str:
+    """The frontier as README shows it: one row per setting, winners kept and compute used with
+    either calibration."""
+    cells: dict[str, dict[str, str]] = {}
+    for r in frontier:
+        kept = r["kept_winner"]
+        k = f"{kept:.0f}" if float(kept).is_integer() else f"{kept:.1f}"
+        cells.setdefault(r["setting"], {})[r["calibration"]] = (
+            f"{k} of {r['sweeps']}, {r['compute_used']:.0%}"
+        )
+    lines = [
+        "| setting | calibrated on the other family | on the runs outside the sweep |",
+        "|---|---|---|",
+    ]
+    for setting, c in cells.items():
+        lines.append(f"| {setting} | {c.get('family', '-')} | {c.get('sweep', '-')} |")
     return "\n".join(lines)
 
 
@@ -523,9 +586,15 @@ def main(argv: list[str] | None = None) -> None:
         cals = calibrations(sweeps, how)
         grid = grids.setdefault(how, {k: [] for k in settings})
         for s in tqdm(sweeps, desc=f"Race ({how} calibration)"):
+            cache: dict = {}
             for key in settings:
-                kws = {"calibration": cals[s.name], "alpha": key[0], "require_identified": key[1]}
-                out, rep = replay_race(s, kws)
+                kws = {
+                    "calibration": cals[s.name],
+                    "alpha": key[0],
+                    "require_identified": key[1],
+                    "confirm": key[2],
+                }
+                out, rep = replay_race(s, kws, cache)
                 grid[key].append(out)
                 seconds.append(out.seconds)
                 if args.figure and s.name == "math_lr" and key == DEFAULT and how == hows[0]:
@@ -571,7 +640,7 @@ def main(argv: list[str] | None = None) -> None:
                 f"{ {k: round(v, 2) for k, v in o.stopped_at.items()} }, {o.seconds:.1f} s"
             )
     print("\nThe frontier (all sweeps; not a choice: see the rows chosen on the other family):")
-    frontier = []
+    frontier: list[dict] = []
     for how, grid in grids.items():
         for key, v in grid.items():
             r = summarize(v)

@@ -30,6 +30,7 @@ _FLAGS = {
     "confirm": "--confirm",
     "n_samples": "--n-samples",
     "rungs": "--rungs",
+    "require_identified": "--identified-guard",
 }
 _KEYWORD = re.compile(r"\b(" + "|".join(_FLAGS) + r")\b(?= must)")
 
@@ -87,6 +88,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="refits one rung apart that must agree on a stop (default: the stop rule's hold, 2)",
+    )
+    p.add_argument(
+        "--identified-guard",
+        type=float,
+        default=0.4,
+        metavar="FRACTION",
+        help="before this fraction of the budget a run is stopped only once its fit determines "
+        "its ceiling (a late bloomer before its midpoint is not); 1: always, 0: never (0.4)",
     )
     p.add_argument(
         "--rungs",
@@ -155,6 +164,7 @@ def cmd_race(args: argparse.Namespace) -> int:
             min_points=args.min_points,
             confirm=args.confirm,
             rungs=args.rungs,
+            require_identified=args.identified_guard,
             higher_is_better=not args.lower_is_better,
             n_samples=args.n_samples,
             seed=args.seed,

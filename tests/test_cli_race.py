@@ -101,6 +101,7 @@ def test_race_command_seeds_in_one_log_race_as_one_recipe(tmp_path, capsys):
         (["--tolerance", "-1"], "--tolerance must be"),
         (["--budget", "0"], "--budget must be a positive"),
         (["--confirm", "0"], "--confirm must be a positive integer"),
+        (["--identified-guard", "2"], "--identified-guard must be a fraction"),
         (["--out", "race.txt"], "--out must name an image file"),
     ],
 )

@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 import pytest
-from race_toys import BUDGET, RECIPES, reward
+from race_toys import BUDGET, NOISE, R0, RECIPES, reward
 
-from rlcurves import Race, RLCurvesError
+from rlcurves import Race, RLCurvesError, sigmoid
 from rlcurves.decide import DEFAULT_RULE, StopRule
 
 GRID = np.arange(1, BUDGET + 1)
@@ -202,3 +202,98 @@ def test_race_inputs_are_checked():
         race.update("a", 2, 0.5, group="h")
     with pytest.raises(RLCurvesError, match="no run 'b'"):
         race.fail("b")
+
+
+def test_race_identification_guard_holds_before_its_fraction():
+    """A clear loser still far before its midpoint (its ceiling unidentified all run long):
+    require_identified=True never stops it, a fraction 0.6 stops it from 60% of the budget on
+    and not before, False as soon as the per-run rule allows (before 60%)."""
+    crawl = dict(A=0.6, B=2.0, C_mid=5.0 * BUDGET)  # 0.10 -> 0.12 over the budget
+    pair = {"mid": RECIPES["mid"], "crawl": crawl}
+
+    def last_step(guard) -> int:
+        race = Race(BUDGET, rungs=10, require_identified=guard)
+        stopped, last = set(), {}
+        rng = np.random.default_rng(5)
+        for step in range(1, BUDGET + 1):
+            for name, p in pair.items():
+                if name not in stopped:
+                    y = sigmoid(step, R0=R0, **p) + rng.normal(0, NOISE)
+                    race.update(name, step, y)
+                    last[name] = step
+            stopped |= set(race.report().stop)
+        t = race.report().table.set_index("run")
+        assert not race._entries["crawl"].identified or guard is False, t.loc["crawl", "reason"]
+        return last["crawl"]
+
+    assert last_step(True) == BUDGET
+    assert 0.6 * BUDGET <= last_step(0.6) < BUDGET
+    assert last_step(False) < 0.6 * BUDGET
+    assert Race(BUDGET).require_identified == 0.4
+    with pytest.raises(RLCurvesError, match="require_identified"):
+        Race(BUDGET, require_identified=1.5)
+
+
+def test_race_no_stop_in_the_last_rung():
+    """A stop in the last rung saves almost nothing and could still lose the winner: a clear
+    loser first seen at 96% of the budget finishes; the same loser seen at 60% is stopped
+    (race_replay once counted gsm8k_budget's p1b8 as stopped at 99.9% of its budget)."""
+    for upto, stopped in ((int(0.6 * BUDGET), True), (int(0.96 * BUDGET) + 1, False)):
+        race = Race(BUDGET, rungs=10, confirm=1)
+        steps = np.arange(1, upto + 1)
+        race.update("mid", steps, reward("mid", steps))
+        race.update("loser", steps, reward("loser", steps))
+        rep = race.report()
+        assert ("loser" in rep.stop) is stopped, rep.summary()
+        if not stopped:
+            assert "saves less than 10%" in rep.table.set_index("run").loc["loser", "reason"]
+
+
+def test_benchmark_cached_race_decides_as_race(toy_race):
+    """benchmarks/race_replay.py and race_sweeps.py share refits between settings and sweeps
+    through a cache of (run, rung) -> forecast; their decisions must be Race's own: on the toy
+    sweep, fed rung by rung, the cached race stops the same runs at the same steps, also when
+    the cache was filled by a race with other settings."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    sys.path.insert(0, root)
+    try:
+        bench = importlib.import_module("benchmarks.race_replay")
+    finally:
+        sys.path.remove(root)
+    cached_race = bench.cached_race_class()
+    index = {k: i for i, k in enumerate(RECIPES)}
+    cache: dict = {}
+    replay(cached_race(BUDGET, rungs=10, alpha=0.2, cache=cache, index=index))  # fills the cache
+    assert cache
+    _, last, rep = toy_race  # Race(BUDGET, rungs=10) fed the same way
+    cached = cached_race(BUDGET, rungs=10, cache=cache, index=index)
+    assert replay(cached) == last
+    assert cached.report().stop_compute == rep.stop_compute
+    assert rep.stop_compute  # it stopped something
+
+
+def test_race_unidentified_runs_are_no_rivals(monkeypatch):
+    """A run kept whose fit is not identified does not count as a rival (its forecast, ceiling on
+    the bound, runs high on the real runs): with mid's fit marked unidentified the clear loser has
+    nothing to be beaten by and finishes; with require_identified=False every run counts and the
+    loser is stopped, as it is when mid's fit is identified."""
+    import rlcurves.monitor
+
+    real = rlcurves.monitor.identified
+
+    def mid_unidentified(fit):
+        return (False, "forced for the test") if fit.label == "mid" else real(fit)
+
+    pair = {k: RECIPES[k] for k in ("mid", "loser")}
+    assert replay(Race(BUDGET, rungs=10), pair, upto=BUDGET // 2)["loser"] < BUDGET // 2
+    monkeypatch.setattr(rlcurves.monitor, "identified", mid_unidentified)
+    race = Race(BUDGET, rungs=10)
+    assert replay(race, pair, upto=BUDGET // 2)["loser"] == BUDGET // 2
+    reason = race.report().table.set_index("run").loc["loser", "reason"]
+    assert "nothing to compare with" in reason, reason
+    off = replay(Race(BUDGET, rungs=10, require_identified=False), pair, upto=BUDGET // 2)
+    assert off["loser"] < BUDGET // 2

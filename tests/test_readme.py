@@ -187,6 +187,35 @@ def test_readme_race_table_is_what_the_replay_printed():
             assert line in README, f"README lacks the replay's row: {line}"
 
 
+def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
+    """Issue 28: README's table of settings on 200 sweeps is `python -m benchmarks.race_sweeps`'s
+    for the results it wrote, the frontier on the real sweeps is race_replay's, and Race's
+    defaults are the setting the sweeps benchmark chooses (``choose()``: the least compute that
+    keeps every family's winners with a Wilson lower bound >= 95%)."""
+    import inspect
+
+    from rlcurves import Race
+
+    sweeps = _benchmark_module("race_sweeps")
+    replay = _benchmark_module("race_replay")
+    res = json.loads((ROOT / "benchmarks" / "results" / "race_sweeps.json").read_text())
+    rr = json.loads((ROOT / "benchmarks" / "results" / "race_replay.json").read_text())
+    for table in (sweeps.readme_table(res), replay.frontier_table(rr["frontier"])):
+        rows = [line for line in table.splitlines() if line.startswith("| ")]
+        assert len(rows) > 10
+        for line in rows:
+            assert line in README, f"README lacks the benchmark's row: {line}"
+    chosen = sweeps.choose(res["results"])
+    assert chosen == res["chosen"]
+    defaults = inspect.signature(Race).parameters
+    grid = {s["label"]: s for s in sweeps.settings_grid(quick=False)}
+    pick = grid[chosen["robust"]]
+    assert pick["alpha"] == defaults["alpha"].default
+    assert pick["require_identified"] == defaults["require_identified"].default
+    assert pick["confirm"] is None  # the rule's hold
+    assert replay.DEFAULT == (pick["alpha"], pick["require_identified"], pick["confirm"])
+
+
 def test_readme_replay_tables_are_what_the_benchmark_printed():
     """Issue 27: README's stop-advice tables are `python -m benchmarks.monitor_replay`'s output
     for the results it wrote (benchmarks/results/monitor_replay.json), row for row; the shipped
