@@ -823,7 +823,8 @@ class Hysteresis:
         if self.streak == 1:
             self.since = decision.fraction
         held = decision.fraction - self.since  # nan when fractions are not known: not counted
-        if self.streak >= self.hold and not held < self.span - 1e-12:
+        # one refit spans no budget: with hold=1 the span cannot apply (a stop at once)
+        if self.streak >= self.hold and (self.hold == 1 or not held < self.span - 1e-12):
             return decision
         return replace(
             decision,

@@ -184,6 +184,15 @@ def stop_decision(f):
     return Decision(UNLIKELY_BASELINE, "below", fraction=f)
 
 
+def test_hysteresis_hold_1_stops_at_once_whatever_the_span():
+    """Regression: Hysteresis(hold=1, span=0.035) (StopRule(hold=1) keeps the default
+    hold_span) never stopped on the first refit, since one refit spans no budget: a hold of 1 now
+    means at once, as Race(confirm=1) always did."""
+    assert Hysteresis(hold=1, span=0.035).update(stop_decision(0.4)).advice == UNLIKELY_BASELINE
+    assert first_stop([stop_decision(0.3)], StopRule(hold=1)) == 0
+    assert first_stop([stop_decision(0.3)], StopRule(hold=2)) is None
+
+
 def test_hysteresis_gives_a_stop_only_once_it_has_held():
     h = Hysteresis(hold=2, span=0.035)
     first = h.update(stop_decision(0.40))
