@@ -52,6 +52,7 @@ SIZES = (3, 4, 5, 6, 7, 8)
 GSM8K_BUDGET = 2520.0
 MATH_BUDGET = 200.0
 OTHER = {"gsm8k": "math", "math": "gsm8k"}
+FIGURE = "docs/figures/race_settings.png"
 TARGET = 0.95  # the issue's "winner kept in at least 95% of sweeps"
 
 
@@ -274,6 +275,62 @@ def readme_table(res: dict) -> str:
     return "\n".join(lines)
 
 
+def figure(res: dict, path: str) -> None:
+    """Winners kept against compute used, one point per setting, a panel per family: the
+    issue's corner (>= 95% kept, <= 60% compute) shaded."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True)
+    markers = {"guard on": "s", "guard before 40%": "o", "guard off": "^"}
+    for ax, fam, title in zip(axes, ("math", "gsm8k"), ("MATH (15 runs)", "GSM8K (9 runs)"),
+                              strict=True):  # fmt: skip
+        ax.axhspan(95, 100.9, xmin=0, xmax=(60 - 50) / (100 - 50), color="0.9", zorder=0)
+        ax.text(51, 95.3, "the issue's target", fontsize=8, color="0.35")
+        ax.axvline(60, color="0.5", lw=0.8, ls=":")
+        ax.axhline(95, color="0.5", lw=0.8, ls=":")
+        for label, v in res["results"].items():
+            r = v[fam]
+            guard = next(g for g in markers if g in label)
+            hold1 = "confirm 1" in label
+            alpha = float(label.split(",")[0].split()[1])
+            default = label == res["chosen"]["robust"]
+            ax.scatter(
+                100 * r["compute_used"],
+                r["kept"] / r["sweeps"] * 100,
+                marker=markers[guard],
+                s=30 + 150 * alpha,
+                facecolor="none" if hold1 else "C0",
+                edgecolor="C3" if default else ("C1" if hold1 else "C0"),
+                linewidth=2 if default else 1,
+                zorder=3,
+            )
+            if default:
+                ax.annotate("defaults", (100 * r["compute_used"], 100 * r["kept"] / r["sweeps"]),
+                            xytext=(-8, -14), textcoords="offset points", color="C3",
+                            ha="right")  # fmt: skip
+        ax.set_title(f"{title}: {res['sweeps_per_family']} sweeps of 3-8 runs", fontsize=10)
+        ax.set_xlabel("compute used, % of running every run to the budget")
+        ax.set_xlim(50, 100)
+        ax.set_ylim(90, 100.9)
+    axes[0].set_ylabel("sweeps whose winner was kept (regret <= 0.01), %")
+    handles = [
+        plt.Line2D([], [], marker=m, ls="", color="C0", label=g) for g, m in markers.items()
+    ] + [
+        plt.Line2D([], [], marker="o", ls="", color="C0", label="hold 2 refits"),
+        plt.Line2D([], [], marker="o", ls="", mfc="none", color="C1", label="confirm 1"),
+    ]
+    axes[1].legend(handles=handles, fontsize=8, loc="lower left", title="size: alpha 0.05-0.3",
+                   title_fontsize=8)  # fmt: skip
+    fig.suptitle("Race's settings on sweeps drawn from the corpora (forecasts calibrated on the "
+                 "other family)", fontsize=10)  # fmt: skip
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def main(argv: list[str] | None = None) -> None:
     from concurrent.futures import ProcessPoolExecutor
 
@@ -281,7 +338,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sweeps", type=int, default=100, help="sweeps per family")
     parser.add_argument("--quick", action="store_true", help="20 sweeps, 2 alphas")
     parser.add_argument("--out", default=str(RESULTS / "race_sweeps.json"))
+    parser.add_argument("--figure", help="also write the settings figure to this PNG")
+    parser.add_argument(
+        "--figure-only", action="store_true", help="redraw the figure from --out, run nothing"
+    )
     args = parser.parse_args(argv)
+    if args.figure_only:
+        figure(json.loads(Path(args.out).read_text()), args.figure or FIGURE)
+        return
     warnings.simplefilter("ignore")
     n_sweeps = 20 if args.quick else args.sweeps
     t0 = time.perf_counter()
@@ -339,6 +403,8 @@ def main(argv: list[str] | None = None) -> None:
         json.dumps({"machine": machine(), **payload}, indent=1, default=float)
     )
     print(f"written {args.out}")
+    if args.figure:
+        figure(json.loads(Path(args.out).read_text()), args.figure)
 
 
 if __name__ == "__main__":
