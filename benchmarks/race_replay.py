@@ -239,14 +239,17 @@ def cached_race_class():
     return CachedRace
 
 
-def replay_race(sweep: Sweep, race_kws: dict, cache: dict | None = None) -> tuple[Outcome, object]:
-    """Race at every rung; a stopped run reports nothing more. ``cache`` (one per sweep and
-    calibration) shares the refits between settings."""
+def replay_race(
+    sweep: Sweep, race_kws: dict, cache: dict | None = None, index: dict | None = None
+) -> tuple[Outcome, object]:
+    """Race at every rung; a stopped run reports nothing more. ``cache`` (one per calibration and
+    budget) shares the refits between settings and sweeps; ``index`` gives each run its forecast
+    seed (default: its place in the sweep, as Race would)."""
     t0 = time.perf_counter()
     race = cached_race_class()(
         sweep.budget,
         cache={} if cache is None else cache,
-        index={k: i for i, k in enumerate(sweep.runs)},
+        index={k: i for i, k in enumerate(sweep.runs)} if index is None else index,
         **race_kws,
     )
     used = {k: 0.0 for k in sweep.runs}

@@ -37,15 +37,14 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from benchmarks.race_replay import (
-    FINAL_WINDOW,
     MATH_FILE,
-    MATH_SWEEPS,
     RESULTS,
     RUNGS,
     TOLERANCE,
+    Sweep,
     _read,
     _short,
-    cached_race_class,
+    replay_race,
 )
 
 SIZES = (3, 4, 5, 6, 7, 8)
@@ -56,38 +55,29 @@ FIGURE = "docs/figures/race_settings.png"
 TARGET = 0.95  # the issue's "winner kept in at least 95% of sweeps"
 
 
-def family_runs() -> dict[str, tuple[float, dict[str, pd.DataFrame], dict[str, str]]]:
-    """family -> (budget, run -> points truncated at the budget, run -> corpus name)."""
-    out = {}
+def family_runs() -> dict[str, tuple[float, dict[str, pd.DataFrame]]]:
+    """family -> (budget, run -> points truncated at the budget)."""
     d = _read("deepgrpo_gsm8k_sweeps.csv")
-    runs, names = {}, {}
+    gsm8k = {}
     for k, g in d.groupby("run", sort=True):
         df = pd.DataFrame(
             {"compute": g["step"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
         )
-        runs[_short(k)] = df[df["compute"] <= GSM8K_BUDGET].reset_index(drop=True)
-        names[_short(k)] = k
-    out["gsm8k"] = (GSM8K_BUDGET, runs, names)
+        gsm8k[_short(k)] = df[df["compute"] <= GSM8K_BUDGET].reset_index(drop=True)
     m = _read(MATH_FILE)
-    members = sorted({k for v in MATH_SWEEPS.values() for k in v} | set(m["run"]))
-    runs, names = {}, {}
-    for k in members:
-        g = m[m["run"] == k]
+    math_runs = {}
+    for k, g in m.groupby("run", sort=True):
         if g["x"].max() != MATH_BUDGET or g["x"].min() != 0:  # the 400-step and SFT-init runs
             continue
-        runs[k] = pd.DataFrame(
+        math_runs[k] = pd.DataFrame(
             {"compute": g["x"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
         )
-        names[k] = k
-    out["math"] = (MATH_BUDGET, runs, names)
-    return out
+    return {"gsm8k": (GSM8K_BUDGET, gsm8k), "math": (MATH_BUDGET, math_runs)}
 
 
-def finals(budget: float, runs: dict[str, pd.DataFrame]) -> dict[str, float]:
-    return {
-        k: float(df.loc[df["compute"] > (1 - FINAL_WINDOW) * budget, "reward"].mean())
-        for k, df in runs.items()
-    }
+def as_sweep(budget: float, runs: dict[str, pd.DataFrame]) -> Sweep:
+    """Runs of one family as race_replay's Sweep (already truncated at ``budget``)."""
+    return Sweep("drawn", "", budget, runs, "")
 
 
 def draw_sweeps(names: list[str], n: int, seed: int) -> list[tuple[str, ...]]:
@@ -108,42 +98,24 @@ def draw_sweeps(names: list[str], n: int, seed: int) -> list[tuple[str, ...]]:
     return out
 
 
-def replay(budget, runs, members, race_cls, kws, cache, index) -> tuple[float, float, dict]:
-    """One sweep raced rung by rung: (regret, compute used, run -> fraction when stopped)."""
-    race = race_cls(budget, cache=cache, index=index, **kws)
-    used = {k: 0.0 for k in members}
-    stopped: set[str] = set()
-    lo = -math.inf
-    for hi in budget * np.arange(1, RUNGS + 1) / RUNGS:
-        for k in members:
-            if k in stopped:
-                continue
-            df = runs[k]
-            part = df[(df["compute"] > lo) & (df["compute"] <= hi)]
-            if len(part):
-                race.update(k, part["compute"].to_numpy(), part["reward"].to_numpy())
-                used[k] = float(part["compute"].iloc[-1])
-        lo = hi
-        stopped |= set(race.report().stop)
-    used = {k: (budget if k not in stopped else c) for k, c in used.items()}
-    fin = finals(budget, {k: runs[k] for k in members})
-    kept = [k for k in members if k not in stopped]
-    regret = max(fin.values()) - max((fin[k] for k in kept), default=-math.inf)
-    frac = sum(used.values()) / (len(members) * budget)
-    return float(regret), float(frac), {k: used[k] / budget for k in stopped}
+def replay(budget, runs, members, kws, cache, index) -> tuple[float, float, dict]:
+    """One sweep raced rung by rung (race_replay.replay_race): (regret, compute used, run ->
+    fraction when stopped)."""
+    out, _ = replay_race(as_sweep(budget, {k: runs[k] for k in members}), kws, cache, index)
+    return out.regret, out.compute_fraction, out.stopped_at
 
 
-def fill_cache(budget, runs, race_cls, calibration, cache, index) -> None:
+def fill_cache(budget, runs, calibration, cache, index) -> None:
     """Every run's fit and forecast at every rung, through Race's own refit (one run per race)."""
     for k in runs:
-        replay(budget, runs, [k], race_cls, {"calibration": calibration}, cache, index)
+        replay(budget, runs, [k], {"calibration": calibration}, cache, index)
 
 
 def tail_coverage(budget, runs, cache, lo: float = 0.15, hi: float = 0.95) -> dict:
     """How often a run's final value lies above its forecast's upper 95% quantile (the tail a
     stop bets against) and below its lower 5% quantile (the tail a leader's level bets on), by
     whether the fit was identified, over the rungs from ``lo`` to ``hi`` of the budget."""
-    fin = finals(budget, runs)
+    fin = as_sweep(budget, runs).finals()
     rows = []
     for (k, rung), (_, _, draws, ident, _) in cache.items():
         if draws is None or not lo <= rung / RUNGS <= hi:
@@ -197,13 +169,12 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
     warnings.simplefilter("ignore")
     from rlcurves.calibrate import default_calibration, load_corpus
 
-    budget, runs, _ = family_runs()[fam]
+    budget, runs = family_runs()[fam]
     calibration = default_calibration().subset(load_corpus(OTHER[fam]))
-    race_cls = cached_race_class()
     cache: dict = {}
     index = {k: i for i, k in enumerate(runs)}
     sweeps = draw_sweeps(sorted(runs), n_sweeps, seed=1 if fam == "math" else 2)
-    fill_cache(budget, runs, race_cls, calibration, cache, index)
+    fill_cache(budget, runs, calibration, cache, index)
     tails = {
         f"{lo:.0%}-{hi:.0%}": tail_coverage(budget, runs, cache, lo, hi)
         for lo, hi in ((0.15, 0.35), (0.4, 0.95))  # before the default guard's end, and after
@@ -217,7 +188,7 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
             "calibration": calibration,
         }
         rows = [
-            replay(budget, runs, m, race_cls, kws, cache, index)
+            replay(budget, runs, m, kws, cache, index)
             for m in tqdm(sweeps, desc=f"{fam}: {s['label']}", leave=False, disable=fam != "math")
         ]
         kept = sum(r[0] <= TOLERANCE + 1e-12 for r in rows)

@@ -623,8 +623,8 @@ class Race:
             if racing
             else None
         )
-        # the rivals a run must beat: the entries kept whose fit is identified (an unidentified
-        # fit's forecast runs high: its ceiling sits on the bound), all of them with the guard off
+        # the rivals a run must beat: the entries kept whose fit is identified (the data do not set
+        # an unidentified fit's ceiling, so it may not set the bar), all of them with the guard off
         stopped = [k for k in with_draws if status[k] == "stopped"]
         kept = {
             k: d
@@ -814,9 +814,9 @@ class Race:
 
     def _trusted(self, e: _Entry) -> bool:
         """Whether the entry's forecast may decide (identified fit, or past the guard)."""
-        if e.identified:
-            return True
-        return e.now >= self._guard_until * self.budget - 1e-12 and self._guard_until < 1
+        return e.identified or (
+            self._guard_until < 1 and e.now >= self._guard_until * self.budget - 1e-12
+        )
 
     def _refused(self, e: _Entry, d: Decision, p_best: dict) -> str:
         return (
