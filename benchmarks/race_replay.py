@@ -35,15 +35,17 @@ Methods:
 - ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01,
   require_identified=0.4, the rule's hold; chosen on 200 sweeps by benchmarks/race_sweeps.py;
   each stop also passes issue 27's measured per-run rule,
-  :data:`rlcurves.decide.DEFAULT_RULE`, and its hysteresis). Its forecasts are never calibrated on
-  the sweep's own runs: ``--calibration family`` uses the shipped records of the OTHER family
-  only (leave-one-family-out: a GSM8K sweep is forecast with tau and scores from the MATH runs,
-  and the other way round), ``sweep`` the records of every run outside the sweep (what a user
-  racing a new sweep has: other launches of the same family included); ``both`` (default)
-  reports both. A grid of settings (alpha x require_identified x confirm) gives the frontier
-  (compute against winners kept), and a setting chosen leave-one-family-out: chosen on one
-  family's sweeps, scored on the other's. The refits are shared between the settings (a run's
-  forecast at a rung does not depend on them: :func:`cached_race_class`).
+  :data:`rlcurves.decide.DEFAULT_RULE`, and its hysteresis; the forecasts' misspecification
+  scale tau refitted on the sweep's own runs' backtests within their windows, as Race does by
+  default). Its forecasts are never calibrated on the sweep's own finished runs:
+  ``--calibration family`` uses the shipped records of the OTHER family only
+  (leave-one-family-out: a GSM8K sweep is forecast with the prior tau and the scores of the
+  MATH runs, and the other way round), ``sweep`` the records of every run outside the sweep
+  (what a user racing a new sweep has: other launches of the same family included); ``both``
+  (default) reports both. A grid of settings (alpha x require_identified x confirm) gives the
+  frontier (compute against winners kept), and a setting chosen leave-one-family-out: chosen
+  on one family's sweeps, scored on the other's. The refits are shared between the settings (a
+  run's forecast at a rung does not depend on them: :func:`cached_race_class`).
 - ``asha``: Ray Tune's own ``ASHAScheduler`` (reduction factor 3, grace period 1/9 of the
   budget, so rungs at 1/9 and 1/3) fed the results offline through ``on_trial_result``.
 - ``median``: Ray Tune's own ``MedianStoppingRule`` (grace period 25% of the budget,
@@ -208,6 +210,10 @@ def rung_grid(sweep: Sweep) -> np.ndarray:
     return sweep.budget * np.arange(1, RUNGS + 1) / RUNGS
 
 
+# what Race._refit sets on an entry (a cache hit restores them)
+_REFIT_FIELDS = ("fit", "forecast", "draws", "extra", "seed", "window", "identified", "why")
+
+
 def cached_race_class():
     """:class:`rlcurves.Race` whose refits are shared through a cache of (run, rung) -> fit and
     forecast: a run's forecast at a rung depends only on its points, the budget and the
@@ -231,20 +237,25 @@ def cached_race_class():
             hit = self._cache.get(ck)
             if hit is None:
                 super()._refit(e, self._index[e.name])
-                self._cache[ck] = (e.fit, e.forecast, e.draws, e.identified, e.why)
+                self._cache[ck] = tuple(getattr(e, f) for f in _REFIT_FIELDS)
                 return
             e.key, e.fresh = key, True
-            e.fit, e.forecast, e.draws, e.identified, e.why = hit
+            for f, v in zip(_REFIT_FIELDS, hit, strict=True):
+                setattr(e, f, v)
 
     return CachedRace
 
 
 def replay_race(
-    sweep: Sweep, race_kws: dict, cache: dict | None = None, index: dict | None = None
+    sweep: Sweep,
+    race_kws: dict,
+    cache: dict | None = None,
+    index: dict | None = None,
+    on_report: Callable[[object], None] | None = None,
 ) -> tuple[Outcome, object]:
     """Race at every rung; a stopped run reports nothing more. ``cache`` (one per calibration and
     budget) shares the refits between settings and sweeps; ``index`` gives each run its forecast
-    seed (default: its place in the sweep, as Race would)."""
+    seed (default: its place in the sweep, as Race would); ``on_report`` sees every report."""
     t0 = time.perf_counter()
     race = cached_race_class()(
         sweep.budget,
@@ -266,6 +277,8 @@ def replay_race(
                 used[k] = float(part["compute"].iloc[-1])
         lo = hi
         report = race.report()
+        if on_report is not None:
+            on_report(report)
         stopped |= set(report.stop)
     used = {k: (sweep.budget if k not in stopped else c) for k, c in used.items()}
     return score(sweep, "race", used, time.perf_counter() - t0), report

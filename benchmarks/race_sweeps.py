@@ -13,13 +13,19 @@ Race's decisions. Forecasts are calibrated on the other family only (leave-one-f
 For every setting (alpha x the identification guard: throughout, before 40% of the budget, never
 x the hold: the rule's 2 refits or 1) and family: the number of sweeps whose winner is kept
 (regret <= 0.01, with a Wilson 95% interval; the sweeps share runs, so the interval is narrower
-than it should be) and the compute used. :func:`choose` picks Race's defaults: the least compute
-among the settings whose kept count has a Wilson lower bound >= 95% on every family; it also
-reports the leave-one-family-out choice (made on one family, scored on the other). "tails":
-how often a run's final value falls outside the 5-95% band of its forecast, by whether the fit
-was identified, before the default guard's end (15-35% of the budget) and after it (40-95%).
+than it should be) and the compute used. :func:`choose` picks Race's defaults: at alpha 0.05
+(a risk bound, not tuned: see choose), the least compute among the settings whose kept count
+has a Wilson lower bound >= 95% on every family; it also reports the choice over every alpha and
+the leave-one-family-out choice (made on one family, scored on the other). Three
+sensitivity rows (not candidates): the calibration's tau instead of the sweep's, and the
+calibration weighing 0.5 or 2 runs against the sweep's own backtests. "tails": how often a
+run's final value falls outside the 5-95% band of its forecast (with the calibration's tau), by
+whether the fit was identified, before the default guard's end (15-35% of the budget) and after
+it (40-95%). "interval_coverage": the same for the 90% intervals Race printed (its decisions'
+draws), with the sweep's tau and with the calibration's. "oracle_compute": a reference, the
+compute of an oracle that knows the finals and stops at 25% every run more than a gap behind.
 
-Run: python -m benchmarks.race_sweeps [--sweeps 100] [--quick]  (20 minutes on 2 cores)
+Run: python -m benchmarks.race_sweeps [--sweeps 100] [--quick]  (22 minutes on 2 cores)
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from benchmarks.race_replay import (
+    _REFIT_FIELDS,
     MATH_FILE,
     RESULTS,
     RUNGS,
@@ -53,6 +60,7 @@ MATH_BUDGET = 200.0
 OTHER = {"gsm8k": "math", "math": "gsm8k"}
 FIGURE = "docs/figures/race_settings.png"
 TARGET = 0.95  # the issue's "winner kept in at least 95% of sweeps"
+ALPHA = 0.05  # Race's risk bound, not tuned here (see choose)
 
 
 def family_runs() -> dict[str, tuple[float, dict[str, pd.DataFrame]]]:
@@ -98,6 +106,11 @@ def draw_sweeps(names: list[str], n: int, seed: int) -> list[tuple[str, ...]]:
     return out
 
 
+def family_sweeps(fam: str, runs: dict, n: int) -> list[tuple[str, ...]]:
+    """The ``n`` drawn sweeps of one family (fixed seeds)."""
+    return draw_sweeps(sorted(runs), n, seed=1 if fam == "math" else 2)
+
+
 def replay(budget, runs, members, kws, cache, index) -> tuple[float, float, dict]:
     """One sweep raced rung by rung (race_replay.replay_race): (regret, compute used, run ->
     fraction when stopped)."""
@@ -117,7 +130,9 @@ def tail_coverage(budget, runs, cache, lo: float = 0.15, hi: float = 0.95) -> di
     whether the fit was identified, over the rungs from ``lo`` to ``hi`` of the budget."""
     fin = as_sweep(budget, runs).finals()
     rows = []
-    for (k, rung), (_, _, draws, ident, _) in cache.items():
+    for (k, rung), hit in cache.items():
+        fields = dict(zip(_REFIT_FIELDS, hit, strict=True))
+        draws, ident = fields["draws"], fields["identified"]
         if draws is None or not lo <= rung / RUNGS <= hi:
             continue
         q05, q95 = np.quantile(draws, [0.05, 0.95])
@@ -139,6 +154,50 @@ def tail_coverage(budget, runs, cache, lo: float = 0.15, hi: float = 0.95) -> di
     return out
 
 
+def oracle_compute(budget, runs, sweeps, gaps=(0.01, 0.02, 0.03, 0.05), at: float = 0.25) -> dict:
+    """A reference, not a method: the compute of an oracle that knows every run's final value,
+    stops at ``at`` of the budget (where Race's first stops come) every run that ends more than
+    ``gap`` below its sweep's winner and runs the others to the end. With ``gap`` 0.01 it never
+    loses the winner; a race must tell runs ``gap`` apart to match it."""
+    fin = as_sweep(budget, runs).finals()
+    out = {}
+    for gap in gaps:
+        used = []
+        for members in sweeps:
+            best = max(fin[k] for k in members)
+            used.append(np.mean([1.0 if best - fin[k] <= gap else at for k in members]))
+        out[f"{gap:g}"] = float(np.mean(used))
+    return out
+
+
+def interval_coverage(budget, runs, sweeps, kws, cache, index) -> dict:
+    """How often a run's final value fell outside the 90% interval Race printed for it (its
+    report's table, the draws its decisions used: with the sweep's tau by default), over every
+    running run at every rung of every sweep, before the default guard's end (15-35% of the
+    budget) and after it (40-95%); nominal 5% above and 5% below."""
+    fin = as_sweep(budget, runs).finals()
+    rows = []
+
+    def seen(report) -> None:
+        t = report.table
+        for _, r in t[(t["status"] == "running") & np.isfinite(t["upper"])].iterrows():
+            rows.append((r["fraction"], fin[r["run"]] > r["upper"], fin[r["run"]] < r["lower"]))
+
+    for members in sweeps:
+        sweep = as_sweep(budget, {k: runs[k] for k in members})
+        replay_race(sweep, kws, cache, index, on_report=seen)
+    out = {}
+    for lo, hi in ((0.15, 0.35), (0.4, 0.95)):
+        r = [x for x in rows if lo - 1e-9 <= x[0] <= hi + 1e-9]
+        n = len(r)
+        out[f"{lo:.0%}-{hi:.0%}"] = {
+            "forecasts": n,
+            "above_upper": sum(x[1] for x in r) / n if n else math.nan,
+            "below_lower": sum(x[2] for x in r) / n if n else math.nan,
+        }
+    return out
+
+
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
     if n == 0:
         return (0.0, 1.0)
@@ -150,8 +209,11 @@ def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 
 def settings_grid(quick: bool) -> list[dict]:
-    """alpha x the identification guard (throughout, before 35% of the budget, never) x the
-    hold (the rule's 2 refits, or 1)."""
+    """alpha x the identification guard (throughout, before 40% of the budget, never) x the
+    hold (the rule's 2 refits, or 1), every one with the sweep's own tau (Race's default); then
+    three sensitivity rows at alpha 0.05, guard before 40%, hold 2 (not candidates for the
+    defaults): the calibration's tau (Race before the sweep's tau), and the sweep's tau with
+    the calibration weighing 0.5 and 2 runs."""
     alphas = (0.05, 0.2) if quick else (0.05, 0.1, 0.2, 0.3)
     guards = (True, 0.4, False)
     grid = []
@@ -161,11 +223,20 @@ def settings_grid(quick: bool) -> list[dict]:
         grid.append(
             {"label": label, "alpha": alpha, "require_identified": guard, "confirm": confirm}
         )
+    base = {"alpha": 0.05, "require_identified": 0.4, "confirm": None, "sensitivity": True}
+    grid += [
+        {**base, "label": "alpha 0.05, guard before 40%, calibration's tau",
+         "misspecification": "calibration"},
+        {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 0.5",
+         "tau_prior_runs": 0.5},
+        {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 2", "tau_prior_runs": 2.0},
+    ]  # fmt: skip
     return grid
 
 
-def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
-    """Every setting on ``n_sweeps`` sweeps of one family: (label -> result, tail coverage)."""
+def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict]:
+    """Every setting on ``n_sweeps`` sweeps of one family: (label -> result, tail coverage,
+    the coverage of Race's printed intervals with the sweep's and the calibration's tau)."""
     warnings.simplefilter("ignore")
     from rlcurves.calibrate import default_calibration, load_corpus
 
@@ -173,12 +244,17 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
     calibration = default_calibration().subset(load_corpus(OTHER[fam]))
     cache: dict = {}
     index = {k: i for i, k in enumerate(runs)}
-    sweeps = draw_sweeps(sorted(runs), n_sweeps, seed=1 if fam == "math" else 2)
+    sweeps = family_sweeps(fam, runs, n_sweeps)
     fill_cache(budget, runs, calibration, cache, index)
     tails = {
         f"{lo:.0%}-{hi:.0%}": tail_coverage(budget, runs, cache, lo, hi)
         for lo, hi in ((0.15, 0.35), (0.4, 0.95))  # before the default guard's end, and after
     }
+    coverage = {
+        how: interval_coverage(budget, runs, sweeps, {"calibration": calibration,
+                                                      "misspecification": how}, cache, index)
+        for how in ("sweep", "calibration")
+    }  # fmt: skip
     out = {}
     for s in settings_grid(quick):
         kws = {
@@ -186,6 +262,7 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
             "require_identified": s["require_identified"],
             "confirm": s["confirm"],
             "calibration": calibration,
+            **{k: s[k] for k in ("misspecification", "tau_prior_runs") if k in s},
         }
         rows = [
             replay(budget, runs, m, kws, cache, index)
@@ -193,6 +270,7 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
         ]
         kept = sum(r[0] <= TOLERANCE + 1e-12 for r in rows)
         out[s["label"]] = {
+            "sensitivity": bool(s.get("sensitivity", False)),
             "sweeps": len(rows),
             "kept": int(kept),
             "kept_rate": kept / len(rows),
@@ -204,14 +282,26 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict]:
                 for m, r in zip(sweeps, rows, strict=True)
             ],
         }
-    return out, tails
+    return out, tails, coverage
 
 
-def choose(results: dict) -> dict:
-    """Two choices of setting. ``lofo``: for each family, the least compute on the OTHER family
+def _alpha(label: str) -> float:
+    return float(label.split(",")[0].split()[1])
+
+
+def choose(results: dict, alpha: float = ALPHA) -> dict:
+    """Choices of setting. ``lofo``: for each family, the least compute on the OTHER family
     among the settings that keep its winner in >= 95% of its sweeps (scored on this family).
-    ``robust``: the least compute (mean over the families) among the settings whose kept count
-    has a Wilson 95% lower bound >= 95% on every family (with 100 sweeps: none lost)."""
+    ``robust`` (Race's defaults): at ``alpha``, the least compute (mean over the families) among
+    the settings whose kept count has a Wilson 95% lower bound >= 95% on every family (with 100
+    sweeps: none lost). alpha is not tuned: it bounds the risk of stopping the winner among
+    many runs stopped at once, which sweeps of 3-8 runs cannot measure (on them the per-run
+    rule and its hold bind first), so a larger alpha that saves compute here may lose winners
+    in a sweep of 30 trials. ``robust_any_alpha``: the same choice over every alpha, for
+    comparison."""
+    results = {
+        k: v for k, v in results.items() if not any(r.get("sensitivity") for r in v.values())
+    }
     fams = sorted({f for v in results.values() for f in v})
     lofo = {}
     for fam in fams:
@@ -227,8 +317,9 @@ def choose(results: dict) -> dict:
     def mean_compute(k: str) -> float:
         return float(np.mean([results[k][f]["compute_used"] for f in fams]))
 
-    robust = min(ok, key=mean_compute, default=None)
-    return {"lofo": lofo, "robust": robust}
+    robust = min((k for k in ok if _alpha(k) == alpha), key=mean_compute, default=None)
+    any_alpha = min(ok, key=mean_compute, default=None)
+    return {"lofo": lofo, "robust": robust, "robust_any_alpha": any_alpha}
 
 
 def readme_table(res: dict) -> str:
@@ -243,6 +334,25 @@ def readme_table(res: dict) -> str:
             for f in ("math", "gsm8k")
         )
         lines.append(f"| {label} | {cells} |")
+    return "\n".join(lines)
+
+
+def coverage_table(res: dict) -> str:
+    """How often the final value fell outside Race's 90% intervals, as README shows it."""
+    lines = [
+        "| family | tau | at 15-35% of the budget: forecasts | above / below the interval "
+        "| at 40-95%: forecasts | above / below |",
+        "|---|---|---|---|---|---|",
+    ]
+    names = {"math": "MATH", "gsm8k": "GSM8K"}
+    words = {"sweep": "the sweep's (default)", "calibration": "the calibration's"}
+    for fam, by in res["interval_coverage"].items():
+        for how, bands in by.items():
+            cells = " | ".join(
+                f"{b['forecasts']} | {b['above_upper']:.1%} / {b['below_lower']:.1%}"
+                for b in bands.values()
+            )
+            lines.append(f"| {names[fam]} | {words[how]} | {cells} |")
     return "\n".join(lines)
 
 
@@ -264,9 +374,11 @@ def figure(res: dict, path: str) -> None:
         ax.axhline(95, color="0.5", lw=0.8, ls=":")
         for label, v in res["results"].items():
             r = v[fam]
+            if r.get("sensitivity"):
+                continue
             guard = next(g for g in markers if g in label)
             hold1 = "confirm 1" in label
-            alpha = float(label.split(",")[0].split()[1])
+            alpha = _alpha(label)
             default = label == res["chosen"]["robust"]
             ax.scatter(
                 100 * r["compute_used"],
@@ -325,11 +437,19 @@ def main(argv: list[str] | None = None) -> None:
         jobs = {f: pool.submit(run_family, f, n_sweeps, args.quick) for f in fams}
         done = {f: j.result() for f, j in jobs.items()}
     tails = {f: done[f][1] for f in fams}
+    coverage = {f: done[f][2] for f in fams}
     results: dict[str, dict] = {}
     for f in fams:
         for label, r in done[f][0].items():
             results.setdefault(label, {})[f] = r
+    oracles = {}
     for fam in fams:
+        budget, runs = family_runs()[fam]
+        oracles[fam] = oracle = oracle_compute(budget, runs, family_sweeps(fam, runs, n_sweeps))
+        print(
+            f"{fam}: an oracle stopping at 25% every run that ends more than gap behind uses "
+            + ", ".join(f"{v:.0%} (gap {g})" for g, v in oracle.items())
+        )
         for band, t in tails[fam].items():
             for k, v in t.items():
                 print(
@@ -349,6 +469,7 @@ def main(argv: list[str] | None = None) -> None:
             for f in fams
         )
         print(f"{label:38s}{cells}")
+    print("\n" + coverage_table({"interval_coverage": coverage}))
     print("\n" + readme_table({"results": results}))
     chosen = choose(results)
     for fam, pick in chosen["lofo"].items():
@@ -357,13 +478,16 @@ def main(argv: list[str] | None = None) -> None:
             f"{fam} held out, setting chosen on {OTHER[fam]}: {pick}: kept {r['kept']}/"
             f"{r['sweeps']} ({r['kept_rate']:.1%}), compute {r['compute_used']:.1%}"
         )
-    print(f"robust choice (Race's default): {chosen['robust']}")
+    print(f"robust choice at alpha {ALPHA:g} (Race's default): {chosen['robust']}")
+    print(f"robust choice over every alpha: {chosen['robust_any_alpha']}")
     payload = {
         "sweeps_per_family": n_sweeps,
+        "oracle_compute": oracles,
         "sizes": list(SIZES),
         "target": TARGET,
         "seconds": time.perf_counter() - t0,
         "tails": tails,
+        "interval_coverage": coverage,
         "chosen": chosen,
         "results": results,
     }

@@ -31,6 +31,13 @@ level`` (``n`` runs; the pooled-CDF rule of Dunn, Wasserman and Ramdas, 2022). L
 evaluation interval has its own scores (the run's last evaluation against the combined curve,
 the level's noise replaced by one evaluation's).
 
+tau differs between families of runs (0.009 on the GSM8K runs, 0.025 on the MATH runs). Runs
+that are still running can tell their own: :func:`window_records` backtests a run within the
+window it has (fit the first 50% and 70% of its compute so far, score the forecast of its level
+now, as a finished run is scored), and :meth:`Calibration.tau_with` refits tau on such records
+with the calibration as a prior worth a given number of runs. :class:`rlcurves.Race` does this
+for the runs of a sweep.
+
 The library ships the records of the bundled corpus (:func:`load_corpus`: 12 GSM8K runs and 17
 MATH runs), recomputed by ``python -m benchmarks.calibration --write-calibration``.
 ``calibrate(runs)`` recomputes them from a user's own finished runs; pass the result to
@@ -48,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from .errors import RLCurvesError
@@ -155,18 +163,27 @@ def _pooled_cdf(scores: np.ndarray, runs: np.ndarray) -> tuple[np.ndarray, np.nd
     return scores[order], np.cumsum(w[order]), n
 
 
-def fit_tau(records: pd.DataFrame, nu: float = NU, growth=None) -> float:
+def _run_weights(records: pd.DataFrame, total: float | None = None) -> np.ndarray:
+    """Weight of each record: every run weighs 1 (or all runs together ``total``), spread over
+    its records."""
+    _, inv = np.unique(records["run"].to_numpy(), return_inverse=True)
+    w = 1.0 / np.bincount(inv)[inv]
+    return w if total is None else w * total / (inv.max() + 1)
+
+
+def fit_tau(
+    records: pd.DataFrame, nu: float = NU, growth=None, weight: np.ndarray | None = None
+) -> float:
     """Maximum-likelihood ``tau`` (reward units) of ``error ~ t_nu(0, V)`` over ``records``,
-    each run weighted equally (``growth``: another ``g(d)`` to try; default
-    :func:`misspecification_growth`)."""
+    each run weighted equally unless ``weight`` (one per record) is given (``growth``: another
+    ``g(d)`` to try; default :func:`misspecification_growth`)."""
     from scipy.optimize import minimize_scalar
 
     err = records["error"].to_numpy(float)
     base = (records["fit_var"] + records["mix_var"] + records["noise_var"]).to_numpy(float)
     base = np.maximum(base, 1e-16)
     g = (growth or misspecification_growth)(records["distance"].to_numpy(float))
-    _, inv = np.unique(records["run"].to_numpy(), return_inverse=True)
-    weight = 1.0 / np.bincount(inv)[inv]
+    weight = _run_weights(records) if weight is None else np.asarray(weight, dtype=float)
 
     def nll(log_tau: float) -> float:
         v = base + math.exp(2 * log_tau) * g
@@ -295,6 +312,19 @@ class Calibration:
         return np.sign(u - 0.5) * self.multipliers(np.abs(2 * u - 1), one=one)
 
     # ---- subsets -------------------------------------------------------------------------------
+    def tau_with(self, records: pd.DataFrame, prior_runs: float = 1.0) -> float:
+        """``tau`` refitted on ``records`` of other runs (e.g. the backtests of a sweep's runs
+        within their own windows, :func:`window_records`), this calibration counting as
+        ``prior_runs`` runs among them: each of their runs weighs 1, the calibration's runs
+        ``prior_runs`` in all. With no records it is :attr:`tau`."""
+        if records is None or not len(records):
+            return self.tau
+        if not prior_runs > 0:
+            raise RLCurvesError(f"prior_runs must be > 0, got {prior_runs}")
+        both = pd.concat([self.records, records[list(_RECORD_COLUMNS)]], ignore_index=True)
+        weight = np.r_[_run_weights(self.records, prior_runs), _run_weights(records)]
+        return fit_tau(both, weight=weight)
+
     def without(self, run) -> Calibration:
         """The calibration with one run (or a list of runs) left out; tau is refitted."""
         drop = [run] if isinstance(run, str) or not hasattr(run, "__iter__") else list(run)
@@ -421,6 +451,34 @@ def score_run(
     }
 
 
+#: Where a running run's window is cut for its own backtests (:func:`window_records`).
+WINDOW_SPLITS = (0.5, 0.7)
+
+
+def window_records(
+    compute: ArrayLike,
+    reward: ArrayLike,
+    run: str,
+    *,
+    splits: tuple[float, ...] = WINDOW_SPLITS,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    fit_kwargs: dict | None = None,
+) -> pd.DataFrame:
+    """Backtests of a run that is still running, within its own window: fit the first
+    ``split`` of the compute seen so far and score the forecast of its level now, as
+    :func:`score_run` scores a finished run. Records with the columns of
+    :attr:`Calibration.records` (none when the window is too short to fit a split)."""
+    rows = []
+    for f in splits:
+        try:
+            row = score_run(compute, reward, f, n_boot=n_boot, seed=seed, fit_kwargs=fit_kwargs)
+        except RLCurvesError:
+            continue
+        rows.append({"run": str(run), **row})
+    return pd.DataFrame(rows, columns=list(_RECORD_COLUMNS))
+
+
 def calibrate(
     runs: dict[str, pd.DataFrame] | pd.DataFrame,
     *,
@@ -506,4 +564,5 @@ __all__ = [
     "level_target",
     "load_corpus",
     "misspecification_growth",
+    "window_records",
 ]

@@ -98,6 +98,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "its ceiling (a late bloomer before its midpoint is not); 1: always, 0: never (0.4)",
     )
     p.add_argument(
+        "--misspecification",
+        choices=("sweep", "calibration"),
+        default="sweep",
+        help="the forecasts' misspecification scale: refitted on the sweep's own runs "
+        "(backtests within their windows; default) or the calibration's",
+    )
+    p.add_argument(
         "--rungs",
         type=int,
         default=20,
@@ -165,6 +172,7 @@ def cmd_race(args: argparse.Namespace) -> int:
             confirm=args.confirm,
             rungs=args.rungs,
             require_identified=args.identified_guard,
+            misspecification=args.misspecification,
             higher_is_better=not args.lower_is_better,
             n_samples=args.n_samples,
             seed=args.seed,

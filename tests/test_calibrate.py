@@ -181,3 +181,50 @@ def test_scale_grows_with_distance_past_the_fit_window():
     width = fc.upper - fc.lower
     assert width[0] == pytest.approx(width[1], rel=0.3)  # inside the window: no distance term
     assert width[1] < width[2] < width[3]
+
+
+def test_tau_with_refits_tau_on_a_sweeps_own_records():
+    """A calibration whose runs wander with tau 0.03 and a sweep whose runs wander with 0.01:
+    refitted on the sweep's 30 runs with the calibration counting as one run, tau is near the
+    sweep's (a 1/31 weight cannot pull it far); counting as 1,000 runs, near the calibration's;
+    with no records it is the calibration's."""
+    rng = np.random.default_rng(1)
+
+    def toy(scale, n_runs, prefix):
+        rec = _records(
+            {f"{prefix}{i}": list(scale * rng.standard_t(5, 4)) for i in range(n_runs)},
+            distance=1.0,
+        )
+        rec["fit_var"] = 1e-10
+        return rec
+
+    cal = Calibration(toy(0.03, 40, "c"), "toy")
+    sweep = toy(0.01, 30, "s")
+    assert cal.tau == pytest.approx(0.03, rel=0.15)
+    assert cal.tau_with(sweep, prior_runs=1.0) == pytest.approx(0.01, rel=0.2)
+    assert cal.tau_with(sweep, prior_runs=1000.0) == pytest.approx(cal.tau, rel=0.1)
+    assert cal.tau_with(sweep.iloc[:0]) == cal.tau
+    assert cal.tau_with(None) == cal.tau
+    with pytest.raises(RLCurvesError, match="prior_runs"):
+        cal.tau_with(sweep, prior_runs=0)
+
+
+def test_window_records_backtest_a_running_run_within_its_window():
+    """A run at 40% of its compute, fitted on the first 50% and 70% of what it has seen, each
+    forecast scored on its level now: one record per split, its distance about ln(1 / split)
+    (measured to the middle of the level's window, the last 10% of the compute; the last point
+    fitted may fall short of the split) and its observed value the level of that window; too
+    few points for a fit: no records, the columns still there."""
+    from rlcurves.calibrate import WINDOW_SPLITS, level_target, window_records
+
+    run = next(iter(load_corpus("gsm8k").values()))
+    part = run[run["compute"] <= 0.4 * run["compute"].max()]
+    c, r = part["compute"].to_numpy(float), part["reward"].to_numpy(float)
+    rec = window_records(c, r, "gsm8k-run")
+    assert list(rec["fraction"]) == list(WINDOW_SPLITS) and set(rec["run"]) == {"gsm8k-run"}
+    for split, d in zip(rec["fraction"], rec["distance"], strict=True):
+        assert math.log(0.9 / split) <= d <= math.log(1 / split) + 0.15
+    assert np.allclose(rec["observed"], level_target(c, r))
+    assert np.allclose(rec["error"], rec["observed"] - rec["forecast"])
+    empty = window_records(c[:5], r[:5], "short")
+    assert empty.empty and "distance" in empty.columns

@@ -50,7 +50,21 @@ def test_race_command_prints_who_to_stop_and_writes_the_figure(logs, tmp_path, c
     assert "loser" in stop_line and "late" not in stop_line
     assert "loser: stopped at" in out  # the reason, with its numbers
     assert "leader: late" in out
+    assert "misspecification scale tau" in out  # the sweep's own tau, by default
     assert png.exists() and png.stat().st_size > 10_000
+
+
+def test_race_command_misspecification_flag(logs, capsys):
+    """--misspecification calibration: the calibration's tau, no line about the sweep's; a value
+    outside the two choices is refused by the parser, in its words."""
+    args = ["race", *logs, "--budget", str(BUDGET), "--compute", "step", "--reward", "val_acc",
+            "--rungs", "10", "--no-plot", "--quiet"]  # fmt: skip
+    assert main([*args, "--misspecification", "calibration"]) == 0
+    out = capsys.readouterr().out
+    assert "[[Race]] 4 runs" in out and "misspecification scale tau" not in out
+    with pytest.raises(SystemExit):
+        main([*args, "--misspecification", "run"])
+    assert "--misspecification: invalid choice: 'run'" in capsys.readouterr().err
 
 
 def test_race_command_seeds_in_one_log_race_as_one_recipe(tmp_path, capsys):

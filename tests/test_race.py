@@ -297,3 +297,81 @@ def test_race_unidentified_runs_are_no_rivals(monkeypatch):
     assert "nothing to compare with" in reason, reason
     off = replay(Race(BUDGET, rungs=10, require_identified=False), pair, upto=BUDGET // 2)
     assert off["loser"] < BUDGET // 2
+
+
+def test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests(toy_race):
+    """misspecification="sweep" (default): the report's tau is the calibration's refitted on
+    the backtests of the runs within their windows (the calibration counting as
+    tau_prior_runs runs), and every forecast's draws carry it: their spread is the forecast's
+    with tau^2 d swapped (the stratified draws kept). "calibration": the forecasts' own draws."""
+    import pandas as pd
+
+    from rlcurves.calibrate import default_calibration
+
+    race, _, rep = toy_race
+    cal = default_calibration()
+    windows = [e.window for e in race._entries.values() if e.window is not None]
+    assert windows and rep.tau_calibration == cal.tau
+    assert rep.tau == cal.tau_with(pd.concat(windows), prior_runs=race.tau_prior_runs)
+    assert rep.tau != cal.tau and "refitted on the sweep's own" in rep.summary()
+    e = race._entries["late"]
+    info, fc = e.forecast.info, e.forecast
+    dist = float(np.ravel(info["distance"])[0])
+    scale = float(np.ravel(info["scale"])[0])
+    want = np.sqrt(scale**2 + (rep.tau**2 - cal.tau**2) * dist) / scale
+    q = [0.25, 0.75]  # central quantiles: no draw there is clipped at the metric's range
+    got = np.diff(np.quantile(e.draws, q))[0] / np.diff(fc.predictive.quantile(q)[:, 0])[0]
+    assert got == pytest.approx(want, rel=1e-6)
+    row = rep.table.set_index("run").loc["late"]
+    assert (row["lower"], row["upper"]) == tuple(np.quantile(e.draws, [0.05, 0.95]))
+
+    plain = Race(BUDGET, rungs=10, misspecification="calibration")
+    replay(plain, upto=BUDGET // 2)
+    prep = plain.report()
+    assert prep.tau is None and "refitted" not in prep.summary()
+    for k, pe in plain._entries.items():
+        assert pe.window is None
+        if pe.draws is not None:
+            assert np.array_equal(pe.draws, pe.forecast.predictive.column(0)), k
+    with pytest.raises(RLCurvesError, match="misspecification"):
+        Race(BUDGET, misspecification="family")
+    with pytest.raises(RLCurvesError, match="tau_prior_runs"):
+        Race(BUDGET, tau_prior_runs=0)
+
+
+@pytest.mark.parametrize(
+    ("family", "calibrated_on", "n_runs", "direction"),
+    [("gsm8k", "math", 4, -1), ("math", "gsm8k", 15, 1)],
+)
+def test_race_sweep_tau_moves_toward_the_sweeps_family(family, calibrated_on, n_runs, direction):
+    """The case the sweep's tau is for (benchmarks/race_sweeps.py): real runs of one family
+    raced to 40% of their budget with forecasts calibrated on the other family. GSM8K runs climb
+    steadily (tau 0.009 on their own), MATH runs swing (0.025): the sweep's tau falls below the
+    MATH calibration's for a GSM8K sweep of four runs, and rises above the GSM8K calibration's
+    for the sweep of all 15 MATH runs (a few MATH runs need not show it by 40%: the first four
+    in name order give 0.0086 against 0.0092), and the forecast intervals narrow or widen
+    with it."""
+    import sys
+    from pathlib import Path
+
+    from rlcurves.calibrate import default_calibration, load_corpus
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    try:
+        from benchmarks.race_sweeps import family_runs
+    finally:
+        sys.path.pop(0)
+    budget, runs = family_runs()[family]
+    cal = default_calibration().subset(load_corpus(calibrated_on))
+    reports = {}
+    for how in ("sweep", "calibration"):
+        race = Race(budget, calibration=cal, misspecification=how)
+        for k in sorted(runs)[:n_runs]:
+            df = runs[k][runs[k]["compute"] <= 0.4 * budget]
+            race.update(k, df["compute"], df["reward"])
+        reports[how] = race.report()
+    tau = reports["sweep"].tau
+    assert direction * (tau - cal.tau) > 0.3 * cal.tau, (tau, cal.tau)
+    assert reports["calibration"].tau is None
+    width = {k: float(np.median(r.table["upper"] - r.table["lower"])) for k, r in reports.items()}
+    assert direction * (width["sweep"] - width["calibration"]) > 0, width

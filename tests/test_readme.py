@@ -213,6 +213,9 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
     assert pick["alpha"] == defaults["alpha"].default
     assert pick["require_identified"] == defaults["require_identified"].default
     assert pick["confirm"] is None  # the rule's hold
+    assert not pick.get("sensitivity") and "misspecification" not in pick  # the sweep's tau
+    assert defaults["misspecification"].default == "sweep"
+    assert defaults["tau_prior_runs"].default == 1.0
     assert replay.DEFAULT == (pick["alpha"], pick["require_identified"], pick["confirm"])
 
 
