@@ -211,7 +211,7 @@ def rung_grid(sweep: Sweep) -> np.ndarray:
 
 
 # what Race._refit sets on an entry (a cache hit restores them)
-_REFIT_FIELDS = ("fit", "forecast", "draws", "extra", "seed", "window", "identified", "why")
+_REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why")
 
 
 def cached_race_class():

@@ -61,6 +61,8 @@ OTHER = {"gsm8k": "math", "math": "gsm8k"}
 FIGURE = "docs/figures/race_settings.png"
 TARGET = 0.95  # the issue's "winner kept in at least 95% of sweeps"
 ALPHA = 0.05  # Race's risk bound, not tuned here (see choose)
+DEFAULT_LABEL = "alpha 0.05, guard before 40%"  # Race's defaults in settings_grid
+CALIBRATION_TAU_LABEL = "alpha 0.05, guard before 40%, calibration's tau"
 
 
 def family_runs() -> dict[str, tuple[float, dict[str, pd.DataFrame]]]:
@@ -111,10 +113,11 @@ def family_sweeps(fam: str, runs: dict, n: int) -> list[tuple[str, ...]]:
     return draw_sweeps(sorted(runs), n, seed=1 if fam == "math" else 2)
 
 
-def replay(budget, runs, members, kws, cache, index) -> tuple[float, float, dict]:
+def replay(budget, runs, members, kws, cache, index, on_report=None) -> tuple[float, float, dict]:
     """One sweep raced rung by rung (race_replay.replay_race): (regret, compute used, run ->
     fraction when stopped)."""
-    out, _ = replay_race(as_sweep(budget, {k: runs[k] for k in members}), kws, cache, index)
+    sweep = as_sweep(budget, {k: runs[k] for k in members})
+    out, _ = replay_race(sweep, kws, cache, index, on_report=on_report)
     return out.regret, out.compute_fraction, out.stopped_at
 
 
@@ -132,9 +135,10 @@ def tail_coverage(budget, runs, cache, lo: float = 0.15, hi: float = 0.95) -> di
     rows = []
     for (k, rung), hit in cache.items():
         fields = dict(zip(_REFIT_FIELDS, hit, strict=True))
-        draws, ident = fields["draws"], fields["identified"]
-        if draws is None or not lo <= rung / RUNGS <= hi:
+        fc, ident = fields["forecast"], fields["identified"]
+        if fc is None or fc.predictive is None or not lo <= rung / RUNGS <= hi:
             continue
+        draws = fc.predictive.column(0)  # the calibration's tau: the forecast's own draws
         q05, q95 = np.quantile(draws, [0.05, 0.95])
         rows.append((bool(ident), fin[k] > q95, fin[k] < q05, fin[k] - float(np.mean(draws))))
     out = {}
@@ -170,32 +174,33 @@ def oracle_compute(budget, runs, sweeps, gaps=(0.01, 0.02, 0.03, 0.05), at: floa
     return out
 
 
-def interval_coverage(budget, runs, sweeps, kws, cache, index) -> dict:
+class IntervalCoverage:
     """How often a run's final value fell outside the 90% interval Race printed for it (its
-    report's table, the draws its decisions used: with the sweep's tau by default), over every
-    running run at every rung of every sweep, before the default guard's end (15-35% of the
+    report's table, the draws its decisions used), over every running run at every rung of the
+    sweeps replayed with it as ``on_report``, before the default guard's end (15-35% of the
     budget) and after it (40-95%); nominal 5% above and 5% below."""
-    fin = as_sweep(budget, runs).finals()
-    rows = []
 
-    def seen(report) -> None:
+    def __init__(self, finals: dict[str, float]) -> None:
+        self.finals = finals
+        self.rows: list[tuple[float, bool, bool]] = []
+
+    def __call__(self, report) -> None:
         t = report.table
         for _, r in t[(t["status"] == "running") & np.isfinite(t["upper"])].iterrows():
-            rows.append((r["fraction"], fin[r["run"]] > r["upper"], fin[r["run"]] < r["lower"]))
+            fin = self.finals[r["run"]]
+            self.rows.append((r["fraction"], fin > r["upper"], fin < r["lower"]))
 
-    for members in sweeps:
-        sweep = as_sweep(budget, {k: runs[k] for k in members})
-        replay_race(sweep, kws, cache, index, on_report=seen)
-    out = {}
-    for lo, hi in ((0.15, 0.35), (0.4, 0.95)):
-        r = [x for x in rows if lo - 1e-9 <= x[0] <= hi + 1e-9]
-        n = len(r)
-        out[f"{lo:.0%}-{hi:.0%}"] = {
-            "forecasts": n,
-            "above_upper": sum(x[1] for x in r) / n if n else math.nan,
-            "below_lower": sum(x[2] for x in r) / n if n else math.nan,
-        }
-    return out
+    def summary(self) -> dict:
+        out = {}
+        for lo, hi in ((0.15, 0.35), (0.4, 0.95)):
+            r = [x for x in self.rows if lo - 1e-9 <= x[0] <= hi + 1e-9]
+            n = len(r)
+            out[f"{lo:.0%}-{hi:.0%}"] = {
+                "forecasts": n,
+                "above_upper": sum(x[1] for x in r) / n if n else math.nan,
+                "below_lower": sum(x[2] for x in r) / n if n else math.nan,
+            }
+        return out
 
 
 def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -225,8 +230,7 @@ def settings_grid(quick: bool) -> list[dict]:
         )
     base = {"alpha": 0.05, "require_identified": 0.4, "confirm": None, "sensitivity": True}
     grid += [
-        {**base, "label": "alpha 0.05, guard before 40%, calibration's tau",
-         "misspecification": "calibration"},
+        {**base, "label": CALIBRATION_TAU_LABEL, "misspecification": "calibration"},
         {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 0.5",
          "tau_prior_runs": 0.5},
         {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 2", "tau_prior_runs": 2.0},
@@ -250,11 +254,10 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict]:
         f"{lo:.0%}-{hi:.0%}": tail_coverage(budget, runs, cache, lo, hi)
         for lo, hi in ((0.15, 0.35), (0.4, 0.95))  # before the default guard's end, and after
     }
-    coverage = {
-        how: interval_coverage(budget, runs, sweeps, {"calibration": calibration,
-                                                      "misspecification": how}, cache, index)
-        for how in ("sweep", "calibration")
-    }  # fmt: skip
+    # the intervals' coverage, seen in the replays of the defaults and of the calibration's tau
+    finals = as_sweep(budget, runs).finals()
+    coverage = {how: IntervalCoverage(finals) for how in ("sweep", "calibration")}
+    watched = {DEFAULT_LABEL: coverage["sweep"], CALIBRATION_TAU_LABEL: coverage["calibration"]}
     out = {}
     for s in settings_grid(quick):
         kws = {
@@ -265,7 +268,7 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict]:
             **{k: s[k] for k in ("misspecification", "tau_prior_runs") if k in s},
         }
         rows = [
-            replay(budget, runs, m, kws, cache, index)
+            replay(budget, runs, m, kws, cache, index, on_report=watched.get(s["label"]))
             for m in tqdm(sweeps, desc=f"{fam}: {s['label']}", leave=False, disable=fam != "math")
         ]
         kept = sum(r[0] <= TOLERANCE + 1e-12 for r in rows)
@@ -282,7 +285,7 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict]:
                 for m, r in zip(sweeps, rows, strict=True)
             ],
         }
-    return out, tails, coverage
+    return out, tails, {how: c.summary() for how, c in coverage.items()}
 
 
 def _alpha(label: str) -> float:
@@ -443,8 +446,9 @@ def main(argv: list[str] | None = None) -> None:
         for label, r in done[f][0].items():
             results.setdefault(label, {})[f] = r
     oracles = {}
+    corpora = family_runs()
     for fam in fams:
-        budget, runs = family_runs()[fam]
+        budget, runs = corpora[fam]
         oracles[fam] = oracle = oracle_compute(budget, runs, family_sweeps(fam, runs, n_sweeps))
         print(
             f"{fam}: an oracle stopping at 25% every run that ends more than gap behind uses "

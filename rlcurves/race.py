@@ -346,8 +346,8 @@ class Race:
         the MATH runs): calibrated on the other family, GSM8K forecasts were far wider than
         their errors (no final value above its 90% interval) and the race ran its sweeps to 93%
         of their compute; with the sweep's tau, 63%, every winner kept, the intervals about
-        nominal (``python -m benchmarks.race_sweeps``). ``"calibration"``:
-        the calibration's tau, as :func:`rlcurves.forecast` uses it.
+        nominal (``python -m benchmarks.race_sweeps``). ``"calibration"``: the calibration's
+        tau, as :func:`rlcurves.forecast` uses it.
     tau_prior_runs : float
         How many of the sweep's runs the calibration weighs as when the sweep's tau is refitted
         (default 1: a sweep of a few runs moves tau most of the way to its own; 0.5 and 2 gave
@@ -626,8 +626,6 @@ class Race:
         if fc.predictive is None:
             e.identified = False
             e.why = e.why or "the forecast interval is unbounded (too few points)"
-            return
-        e.draws = self._draws(e, None)
 
     def _window(self, pts: pd.DataFrame, seed: int) -> pd.DataFrame | None:
         """Backtests of the entry's runs within their windows now (what tells this sweep's
@@ -716,7 +714,7 @@ class Race:
         entries = list(self._entries.values())
         status = {e.name: self._status(e) for e in entries}
         tau = self._sweep_tau()
-        for e in entries:
+        for e in entries:  # derived here, at the sweep's tau of this report, for every entry
             if e.forecast is not None and e.forecast.predictive is not None:
                 e.draws = self._draws(e, tau)
         with_draws = {

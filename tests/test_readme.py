@@ -200,9 +200,13 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
     replay = _benchmark_module("race_replay")
     res = json.loads((ROOT / "benchmarks" / "results" / "race_sweeps.json").read_text())
     rr = json.loads((ROOT / "benchmarks" / "results" / "race_replay.json").read_text())
-    for table in (sweeps.readme_table(res), replay.frontier_table(rr["frontier"])):
+    for table, n_rows in (
+        (sweeps.readme_table(res), 28),  # header, 24 settings, 3 sensitivity rows
+        (sweeps.coverage_table(res), 5),  # header, 2 families x 2 taus
+        (replay.frontier_table(rr["frontier"]), 25),
+    ):
         rows = [line for line in table.splitlines() if line.startswith("| ")]
-        assert len(rows) > 10
+        assert len(rows) == n_rows
         for line in rows:
             assert line in README, f"README lacks the benchmark's row: {line}"
     chosen = sweeps.choose(res["results"])
