@@ -148,6 +148,18 @@ def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
     return runs
 
 
+#: Log-sd of the vague log-normal prior on a sweep's tau (:meth:`Calibration.tau_with`), centred
+#: on the calibration's tau: one sd is a factor of e^3 = 20, so over the range tau spans between
+#: the two real families (0.009 GSM8K, 0.025 MATH: a factor of 2.7) it weighs 0.06 nats and the
+#: backtests decide. What it stops is the estimate running to zero when a few runs' window
+#: backtests all fall inside their base variance: without it the sweep tau of race_sweeps' GSM8K
+#: sweeps (calibrated on MATH) sat at the optimizer's bound, 1e-6 (no misspecification at all),
+#: in 8% of 2000 reports; with it the smallest was 0.0025. Priors of log-sd 1 and 2 pulled tau
+#: toward the other family's (GSM8K sweeps used 73% of their compute with 1; with 2 one MATH
+#: winner was lost at alpha 0.3); 3 changed the races by at most 1.5 points of compute.
+TAU_PRIOR_LOG_SD = 3.0
+
+
 def misspecification_growth(d: np.ndarray) -> np.ndarray:
     """``g(d)``: the misspecification variance per ``tau^2`` at distance ``d`` (log compute)."""
     return np.maximum(np.asarray(d, dtype=float), 0.0)
@@ -172,11 +184,16 @@ def _run_weights(records: pd.DataFrame, total: float | None = None) -> np.ndarra
 
 
 def fit_tau(
-    records: pd.DataFrame, nu: float = NU, growth=None, weight: np.ndarray | None = None
+    records: pd.DataFrame,
+    nu: float = NU,
+    growth=None,
+    weight: np.ndarray | None = None,
+    prior: tuple[float, float] | None = None,
 ) -> float:
     """Maximum-likelihood ``tau`` (reward units) of ``error ~ t_nu(0, V)`` over ``records``,
     each run weighted equally unless ``weight`` (one per record) is given (``growth``: another
-    ``g(d)`` to try; default :func:`misspecification_growth`)."""
+    ``g(d)`` to try; default :func:`misspecification_growth`). ``prior=(center, log_sd)``: the
+    posterior mode under a log-normal prior on tau instead (see :data:`TAU_PRIOR_LOG_SD`)."""
     from scipy.optimize import minimize_scalar
 
     err = records["error"].to_numpy(float)
@@ -184,11 +201,13 @@ def fit_tau(
     base = np.maximum(base, 1e-16)
     g = (growth or misspecification_growth)(records["distance"].to_numpy(float))
     weight = _run_weights(records) if weight is None else np.asarray(weight, dtype=float)
+    log_center = 0.0 if prior is None else math.log(prior[0])
 
     def nll(log_tau: float) -> float:
         v = base + math.exp(2 * log_tau) * g
         terms = 0.5 * np.log(v) + (nu + 1) / 2 * np.log1p(err**2 / (nu * v))
-        return float(np.sum(weight * terms))
+        penalty = 0.0 if prior is None else 0.5 * ((log_tau - log_center) / prior[1]) ** 2
+        return float(np.sum(weight * terms)) + penalty
 
     best = minimize_scalar(nll, bounds=(math.log(1e-6), math.log(2.0)), method="bounded")
     return float(math.exp(best.x))
@@ -316,14 +335,16 @@ class Calibration:
         """``tau`` refitted on ``records`` of other runs (e.g. the backtests of a sweep's runs
         within their own windows, :func:`window_records`), this calibration counting as
         ``prior_runs`` runs among them: each of their runs weighs 1, the calibration's runs
-        ``prior_runs`` in all. With no records it is :attr:`tau`."""
+        ``prior_runs`` in all; the posterior mode under a vague log-normal prior centred on
+        :attr:`tau` (:data:`TAU_PRIOR_LOG_SD`), which keeps it off zero. With no records it is
+        :attr:`tau`."""
         if records is None or not len(records):
             return self.tau
         if not prior_runs > 0:
             raise RLCurvesError(f"prior_runs must be > 0, got {prior_runs}")
         both = pd.concat([self.records, records[list(_RECORD_COLUMNS)]], ignore_index=True)
         weight = np.r_[_run_weights(self.records, prior_runs), _run_weights(records)]
-        return fit_tau(both, weight=weight)
+        return fit_tau(both, weight=weight, prior=(self.tau, TAU_PRIOR_LOG_SD))
 
     def without(self, run) -> Calibration:
         """The calibration with one run (or a list of runs) left out; tau is refitted."""
