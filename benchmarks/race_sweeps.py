@@ -24,6 +24,7 @@ whether the fit was identified, before the default guard's end (15-35% of the bu
 it (40-95%). "interval_coverage": the same for the 90% intervals Race printed (its decisions'
 draws), with the sweep's tau and with the calibration's. "oracle_compute": a reference, the
 compute of an oracle that knows the finals and stops at 25% every run more than a gap behind.
+"sweep_tau": the range of the sweep tau over the reports of the defaults' replays.
 
 Run: python -m benchmarks.race_sweeps [--sweeps 100] [--quick]  (22 minutes on 2 cores)
 """
@@ -183,12 +184,24 @@ class IntervalCoverage:
     def __init__(self, finals: dict[str, float]) -> None:
         self.finals = finals
         self.rows: list[tuple[float, bool, bool]] = []
+        self.taus: list[float] = []
 
     def __call__(self, report) -> None:
+        if report.tau is not None:
+            self.taus.append(float(report.tau))
         t = report.table
         for _, r in t[(t["status"] == "running") & np.isfinite(t["upper"])].iterrows():
             fin = self.finals[r["run"]]
             self.rows.append((r["fraction"], fin > r["upper"], fin < r["lower"]))
+
+    def tau_summary(self) -> dict:
+        """The sweep tau of every report seen (reward units): how low and how high it went."""
+        t = np.asarray(self.taus, dtype=float)
+        if not t.size:
+            return {"reports": 0}
+        q = np.quantile(t, [0.05, 0.5, 0.95])
+        return {"reports": int(t.size), "min": float(t.min()), "q05": float(q[0]),
+                "median": float(q[1]), "q95": float(q[2]), "max": float(t.max())}  # fmt: skip
 
     def summary(self) -> dict:
         out = {}
@@ -238,9 +251,10 @@ def settings_grid(quick: bool) -> list[dict]:
     return grid
 
 
-def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict]:
+def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict, dict]:
     """Every setting on ``n_sweeps`` sweeps of one family: (label -> result, tail coverage,
-    the coverage of Race's printed intervals with the sweep's and the calibration's tau)."""
+    the coverage of Race's printed intervals with the sweep's and the calibration's tau, the
+    range of the sweep tau over the defaults' reports)."""
     warnings.simplefilter("ignore")
     from rlcurves.calibrate import default_calibration, load_corpus
 
@@ -285,7 +299,8 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict]:
                 for m, r in zip(sweeps, rows, strict=True)
             ],
         }
-    return out, tails, {how: c.summary() for how, c in coverage.items()}
+    summaries = {how: c.summary() for how, c in coverage.items()}
+    return out, tails, summaries, coverage["sweep"].tau_summary()
 
 
 def _alpha(label: str) -> float:
@@ -441,6 +456,7 @@ def main(argv: list[str] | None = None) -> None:
         done = {f: j.result() for f, j in jobs.items()}
     tails = {f: done[f][1] for f in fams}
     coverage = {f: done[f][2] for f in fams}
+    sweep_tau = {f: done[f][3] for f in fams}
     results: dict[str, dict] = {}
     for f in fams:
         for label, r in done[f][0].items():
@@ -474,6 +490,11 @@ def main(argv: list[str] | None = None) -> None:
         )
         print(f"{label:38s}{cells}")
     print("\n" + coverage_table({"interval_coverage": coverage}))
+    for f, t in sweep_tau.items():
+        print(
+            f"{f}: the sweep tau over the defaults' {t['reports']} reports: min {t['min']:.4f}, "
+            f"5% {t['q05']:.4f}, median {t['median']:.4f}, 95% {t['q95']:.4f}, max {t['max']:.4f}"
+        )
     print("\n" + readme_table({"results": results}))
     chosen = choose(results)
     for fam, pick in chosen["lofo"].items():
@@ -492,6 +513,7 @@ def main(argv: list[str] | None = None) -> None:
         "seconds": time.perf_counter() - t0,
         "tails": tails,
         "interval_coverage": coverage,
+        "sweep_tau": sweep_tau,
         "chosen": chosen,
         "results": results,
     }
