@@ -56,6 +56,12 @@ Methods:
   therefore replayed as Optuna runs by default, one trial after another, in 20 random orders
   (fixed seeds) whose rates are averaged.
 
+Evaluation density ("density"): Race at its defaults (calibrated on the other family), the
+median stopping rule and ASHA on every sweep with each run's evaluations thinned to 40, 20 and
+12 to the budget (:func:`thinned`; the final values and winners stay the sweep's own). A
+forecast needs evaluations: Race stops nothing before a run has 8 (the rule's ``min_points``,
+the fewest any calibration forecast was fitted on), and its window backtests need more.
+
 Run: python -m benchmarks.race_replay [--quick] [--calibration family|sweep|both]
 [--figure docs/figures/race_math_lr.png]
 """
@@ -68,7 +74,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -112,8 +118,11 @@ class Sweep:
     runs: dict[str, pd.DataFrame]  # each: compute, reward (sorted, truncated at the budget)
     unit: str
     sources: tuple[str, ...] = ()  # the runs' names in the corpus (and the calibration records)
+    final_values: dict[str, float] | None = None  # the finals when not the runs' own (thinned)
 
     def finals(self) -> dict[str, float]:
+        if self.final_values is not None:
+            return dict(self.final_values)
         out = {}
         for k, df in self.runs.items():
             tail = df[df["compute"] > (1 - FINAL_WINDOW) * self.budget]
@@ -204,6 +213,22 @@ def score(sweep: Sweep, method: str, used: dict[str, float], seconds: float) -> 
     frac = sum(used.values()) / (len(used) * sweep.budget)
     stopped = {k: c / sweep.budget for k, c in used.items() if k not in kept}
     return Outcome(sweep.name, method, kept, used, float(regret), frac, seconds, stopped)
+
+
+#: Evaluations per run in the thinned replays: how Race's savings depend on how often a run is
+#: evaluated (the corpora's runs have 41 evaluations to the budget (MATH) and 472-505 (GSM8K)).
+DENSITIES = (40, 20, 12)
+
+
+def thinned(sweep: Sweep, n_points: int) -> Sweep:
+    """``sweep`` with each run's evaluations thinned to ``n_points`` spread evenly over its grid
+    (the first and last kept); the final values stay those of every evaluation, so the winner
+    and the regret are the sweep's own."""
+    runs = {}
+    for k, df in sweep.runs.items():
+        idx = np.unique(np.linspace(0, len(df) - 1, min(n_points, len(df))).round().astype(int))
+        runs[k] = df.iloc[idx].reset_index(drop=True)
+    return replace(sweep, runs=runs, final_values=sweep.finals())
 
 
 def rung_grid(sweep: Sweep) -> np.ndarray:
@@ -535,6 +560,46 @@ def frontier_table(frontier: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def density_study(sweeps: list[Sweep], n_orders: int, logged: dict[str, dict]) -> dict:
+    """Race at its defaults (forecasts calibrated on the other family), Ray Tune's median stopping
+    rule and ASHA on every sweep thinned to each of :data:`DENSITIES` evaluations per run;
+    ``logged``: the same three on the sweeps as logged. Evaluations per run -> method -> summary."""
+    cals = calibrations(sweeps, "family")
+    out = {"as logged": logged}
+    for n in DENSITIES:
+        thin = [thinned(s, n) for s in sweeps]
+        race = [
+            replay_race(t, {"calibration": cals[t.name]})[0]
+            for t in tqdm(thin, desc=f"{n} evaluations per run", leave=False)
+        ]
+        out[str(n)] = {
+            "race": summarize(race),
+            **{
+                name: summarize(
+                    [replay_ray(t, make, name, seed) for t in thin for seed in range(n_orders)]
+                )
+                for name, make in (("median", make_median), ("asha", make_asha))
+            },
+        }
+    return out
+
+
+def density_table(density: dict) -> str:
+    """Winners kept and compute used per evaluation density, as README shows it."""
+    lines = [
+        "| evaluations per run | Race (defaults) | Ray Tune median stopping rule | Ray Tune ASHA |",
+        "|---|---|---|---|",
+    ]
+    for n, by in density.items():
+        words = "as logged (MATH 41, GSM8K 472-505)" if n == "as logged" else n
+        cells = " | ".join(
+            f"{by[m]['kept_winner']:.3g} of {by[m]['sweeps']}, {by[m]['compute_used']:.0%}"
+            for m in ("race", "median", "asha")
+        )
+        lines.append(f"| {words} | {cells} |")
+    return "\n".join(lines)
+
+
 def time_report(sweeps: list[Sweep], k: int = 7, repeat: int = 5) -> dict:
     """Seconds of one ``report()`` that refits K runs (every run crossed a rung), and of one
     that refits none (cached); the runs: the first K MATH runs at half the budget."""
@@ -666,6 +731,16 @@ def main(argv: list[str] | None = None) -> None:
                 f"worst regret {r['worst_regret']:.3f}, compute {r['compute_used']:.0%} (per "
                 f"sweep {', '.join(f'{x:.0%}' for x in _per_sweep(r))})"
             )
+    density = {}
+    if not args.quick and "family" in grids:
+        logged = {
+            "race": summarize(grids["family"][DEFAULT]),
+            "median": summarize(others["median"]),
+            "asha": summarize(others["asha"]),
+        }
+        density = density_study(sweeps, n_orders, logged)
+        print("\nEvaluations per run (forecasts calibrated on the other family):")
+        print(density_table(density))
     cost = time_report(load_sweeps())
     print(
         f"\none report() refitting K={cost['k']} runs ({cost['points_per_run']} points each): "
@@ -686,6 +761,7 @@ def main(argv: list[str] | None = None) -> None:
         },
         "table": rows,
         "frontier": frontier,
+        "density": density,
         "orders": n_orders,
         "race_seconds_per_sweep": float(np.mean(seconds or [0.0])),
     }

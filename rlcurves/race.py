@@ -341,13 +341,14 @@ class Race:
         refitted at every report on backtests of the sweep's own runs within their windows
         (each run fitted on the first 50% and 70% of its compute so far, scored on its level
         now: :func:`rlcurves.calibrate.window_records`), the calibration counting as
-        ``tau_prior_runs`` runs among them. The runs of one sweep share a task, a model and an
-        evaluation, and tau differs between such families (0.009 on the GSM8K runs, 0.025 on
-        the MATH runs): calibrated on the other family, GSM8K forecasts were far wider than
-        their errors (no final value above its 90% interval) and the race ran its sweeps to 93%
-        of their compute; with the sweep's tau, 63%, every winner kept, the intervals about
-        nominal (``python -m benchmarks.race_sweeps``). ``"calibration"``: the calibration's
-        tau, as :func:`rlcurves.forecast` uses it.
+        ``tau_prior_runs`` runs among them (and a vague prior that keeps tau off zero,
+        :meth:`rlcurves.calibrate.Calibration.tau_with`). The runs of one sweep share a
+        task, a model and an evaluation, and tau differs between such families (0.009 on the
+        GSM8K runs, 0.025 on the MATH runs): calibrated on the other family, GSM8K forecasts
+        were far wider than their errors (no final value above its 90% interval) and the race
+        ran its sweeps to 93% of their compute; with the sweep's tau, 65%, every winner kept,
+        the intervals about nominal (``python -m benchmarks.race_sweeps``). ``"calibration"``:
+        the calibration's tau, as :func:`rlcurves.forecast` uses it.
     tau_prior_runs : float
         How many of the sweep's runs the calibration weighs as when the sweep's tau is refitted
         (default 1: a sweep of a few runs moves tau most of the way to its own; 0.5 and 2 gave
@@ -632,7 +633,8 @@ class Race:
         misspecification scale, :func:`rlcurves.calibrate.window_records`). Only the latest:
         the backtests of earlier, shorter windows (a run's steep start) overstate how a run
         wanders later (a variant that kept them across refits raced race_sweeps' GSM8K sweeps
-        to 73% of their compute instead of 63%, all winners kept either way)."""
+        to 73% of their compute instead of 63%, all winners kept either way; measured before
+        tau_with had its prior)."""
         from .calibrate import window_records
 
         frames = [

@@ -191,7 +191,8 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
     """Issue 28: README's table of settings on 200 sweeps is `python -m benchmarks.race_sweeps`'s
     for the results it wrote, the frontier on the real sweeps is race_replay's, and Race's
     defaults are the setting the sweeps benchmark chooses (``choose()``: the least compute that
-    keeps every family's winners with a Wilson lower bound >= 95%)."""
+    keeps every family's winners with a Wilson lower bound >= 95%); the table of evaluation
+    densities is race_replay's too."""
     import inspect
 
     from rlcurves import Race
@@ -204,6 +205,7 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
         (sweeps.readme_table(res), 28),  # header, 24 settings, 3 sensitivity rows
         (sweeps.coverage_table(res), 5),  # header, 2 families x 2 taus
         (replay.frontier_table(rr["frontier"]), 25),
+        (replay.density_table(rr["density"]), 5),  # header, as logged, 40, 20, 12 per run
     ):
         rows = [line for line in table.splitlines() if line.startswith("| ")]
         assert len(rows) == n_rows
