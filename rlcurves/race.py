@@ -192,6 +192,10 @@ class RaceReport:
     tau, tau_calibration : float or None
         The misspecification scale the forecasts used (reward units), refitted on the sweep's
         own backtests (``misspecification="sweep"``), and the calibration's.
+    tau_backtests : int
+        How many window backtests of the sweep's runs ``tau`` was refitted on (0: none yet, a
+        run needs 7 evaluations in the first half of its window, so ``tau`` is the
+        calibration's).
     """
 
     stop: list[str]
@@ -212,6 +216,7 @@ class RaceReport:
     higher_is_better: bool = True
     tau: float | None = None
     tau_calibration: float | None = None
+    tau_backtests: int = 0
 
     def advice(self, name: str) -> str:
         """The advice for one entry (or one run of a group)."""
@@ -237,10 +242,15 @@ class RaceReport:
             f"    risk that the stopped runs include one that ends more than {self.tolerance:g} "
             f"above all runs kept: {self.risk:.3f} (alpha {self.alpha:g})",
         ]
-        if self.tau is not None:
+        if self.tau is not None and self.tau_backtests:
             lines.append(
-                f"    misspecification scale tau {self.tau:.3g} refitted on the sweep's own "
-                f"backtests (calibration's {self.tau_calibration:.3g})"
+                f"    misspecification scale tau {self.tau:.3g} refitted on {self.tau_backtests} "
+                f"backtests of the sweep's own runs (calibration's {self.tau_calibration:.3g})"
+            )
+        elif self.tau is not None:
+            lines.append(
+                f"    misspecification scale tau {self.tau:.3g}, the calibration's: no run has "
+                "enough evaluations for a backtest within its window yet (7 in its first half)"
             )
         width = max([len("run"), *(len(str(r)) for r in self.table["run"])])
         head = f"forecast at budget [{self.level:.0%}]"
@@ -671,15 +681,17 @@ class Race:
             d = np.clip(d + rng.permutation(np.resize(e.extra, d.size)), *_range(e.fit))
         return d
 
-    def _sweep_tau(self) -> float | None:
+    def _sweep_tau(self) -> tuple[float | None, int]:
         """The misspecification scale of this sweep: tau refitted on the backtests of its runs
         within their windows, the calibration counting as ``tau_prior_runs`` runs (None: the
-        calibration's tau, with ``misspecification="calibration"``)."""
+        calibration's tau, with ``misspecification="calibration"``), and how many backtests
+        it was refitted on (none yet: the calibration's tau)."""
         if self.misspecification != "sweep":
-            return None
+            return None, 0
         frames = [e.window for e in self._entries.values() if e.window is not None]
         records = pd.concat(frames, ignore_index=True) if frames else None
-        return self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
+        tau = self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
+        return tau, 0 if records is None else len(records)
 
     def _calibration(self) -> Calibration:
         from .calibrate import default_calibration
@@ -715,7 +727,7 @@ class Race:
     def _decide(self) -> RaceReport:
         entries = list(self._entries.values())
         status = {e.name: self._status(e) for e in entries}
-        tau = self._sweep_tau()
+        tau, n_backtests = self._sweep_tau()
         for e in entries:  # derived here, at the sweep's tau of this report, for every entry
             if e.forecast is not None and e.forecast.predictive is not None:
                 e.draws = self._draws(e, tau)
@@ -855,6 +867,7 @@ class Race:
             higher_is_better=self.sign > 0,
             tau=tau,
             tau_calibration=self._calibration().tau,
+            tau_backtests=n_backtests,
         )
 
     def _status(self, e: _Entry) -> str:

@@ -303,7 +303,9 @@ def test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests(toy_race):
     """misspecification="sweep" (default): the report's tau is the calibration's refitted on
     the backtests of the runs within their windows (the calibration counting as
     tau_prior_runs runs), and every forecast's draws carry it: their spread is the forecast's
-    with tau^2 d swapped (the stratified draws kept). "calibration": the forecasts' own draws."""
+    with tau^2 d swapped (the stratified draws kept). Runs too sparse for a backtest within
+    their windows (8 evaluations each: fits, but not of their first halves) leave the
+    calibration's tau, and the summary says why. "calibration": the forecasts' own draws."""
     import pandas as pd
 
     from rlcurves.calibrate import default_calibration
@@ -313,7 +315,9 @@ def test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests(toy_race):
     windows = [e.window for e in race._entries.values() if e.window is not None]
     assert windows and rep.tau_calibration == cal.tau
     assert rep.tau == cal.tau_with(pd.concat(windows), prior_runs=race.tau_prior_runs)
-    assert rep.tau != cal.tau and "refitted on the sweep's own" in rep.summary()
+    assert rep.tau_backtests == sum(len(w) for w in windows)
+    assert rep.tau != cal.tau
+    assert f"refitted on {rep.tau_backtests} backtests of the sweep's own runs" in rep.summary()
     e = race._entries["late"]
     info, fc = e.forecast.info, e.forecast
     dist = float(np.ravel(info["distance"])[0])
@@ -324,6 +328,15 @@ def test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests(toy_race):
     assert got == pytest.approx(want, rel=1e-6)
     row = rep.table.set_index("run").loc["late"]
     assert (row["lower"], row["upper"]) == tuple(np.quantile(e.draws, [0.05, 0.95]))
+
+    sparse = Race(BUDGET)
+    for k in RECIPES:
+        steps = np.linspace(BUDGET / 16, BUDGET / 2, 8)  # every 1/16 of the budget, to half
+        sparse.update(k, steps, reward(k, steps))
+    srep = sparse.report()
+    assert srep.tau_backtests == 0 and srep.tau == cal.tau
+    assert srep.table["mean"].notna().any()  # the runs are fitted, their windows are not
+    assert "the calibration's: no run has enough evaluations" in srep.summary()
 
     plain = Race(BUDGET, rungs=10, misspecification="calibration")
     replay(plain, upto=BUDGET // 2)
