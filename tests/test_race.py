@@ -413,3 +413,27 @@ def test_race_sweep_tau_does_not_collapse_to_zero():
     replay_race(sweep, {"calibration": cal}, on_report=lambda r: taus.append(r.tau))
     assert len(taus) == 20 and all(t is not None for t in taus)
     assert 0.0009 < min(taus) and max(taus) < cal.tau, taus
+
+
+def test_benchmark_thinned_sweep_keeps_its_winner_and_finals():
+    """race_replay's density study thins every run to n evaluations spread evenly over its grid
+    (first and last kept); the final values, hence the winner and the regret, stay those of
+    every evaluation (a thinned run has one or two evaluations in the last 10% of its budget)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    try:
+        from benchmarks.race_replay import load_sweeps, thinned
+    finally:
+        sys.path.pop(0)
+    (sweep,) = [s for s in load_sweeps() if s.name == "math_lr"]
+    thin = thinned(sweep, 12)
+    assert thin.finals() == sweep.finals()
+    for k, df in thin.runs.items():
+        full = sweep.runs[k]
+        assert len(df) == 12 and df["compute"].is_monotonic_increasing
+        assert df["compute"].iloc[0] == full["compute"].iloc[0]
+        assert df["compute"].iloc[-1] == full["compute"].iloc[-1]
+        assert set(df["compute"]) <= set(full["compute"])
+    assert thinned(sweep, 1000).runs["lr5e-6"].equals(sweep.runs["lr5e-6"])
