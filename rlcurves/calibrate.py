@@ -156,7 +156,7 @@ def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
 #: sweeps (calibrated on MATH) sat at the optimizer's bound, 1e-6 (no misspecification at all),
 #: in 8% of 2000 reports; with it the smallest was 0.0025. Priors of log-sd 1 and 2 pulled tau
 #: toward the other family's (GSM8K sweeps used 73% of their compute with 1; with 2 one MATH
-#: winner was lost at alpha 0.3); 3 changed the races by at most 1.5 points of compute.
+#: winner was lost at alpha 0.3); with 3 the drawn sweeps' compute moved by at most 1.5 points.
 TAU_PRIOR_LOG_SD = 3.0
 
 
@@ -201,6 +201,8 @@ def fit_tau(
     base = np.maximum(base, 1e-16)
     g = (growth or misspecification_growth)(records["distance"].to_numpy(float))
     weight = _run_weights(records) if weight is None else np.asarray(weight, dtype=float)
+    if prior is not None and not (prior[0] > 0 and prior[1] > 0):
+        raise RLCurvesError(f"prior must be (center > 0, log_sd > 0), got {prior!r}")
     log_center = 0.0 if prior is None else math.log(prior[0])
 
     def nll(log_tau: float) -> float:

@@ -234,6 +234,8 @@ def test_tau_with_weighs_a_vague_prior_lightly():
     assert cal.tau_with(sweep) == pytest.approx(ml, rel=0.02)
     assert fit_tau(both, weight=weight, prior=(cal.tau, TAU_PRIOR_LOG_SD)) == cal.tau_with(sweep)
     assert fit_tau(both, weight=weight, prior=(0.05, 0.05)) == pytest.approx(0.05, rel=0.1)
+    with pytest.raises(RLCurvesError, match="prior"):
+        fit_tau(both, prior=(0.0, 1.0))
 
 
 def test_window_records_backtest_a_running_run_within_its_window():
