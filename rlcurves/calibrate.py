@@ -154,7 +154,8 @@ def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
 #: backtests decide. What it stops is the estimate running to zero when a few runs' window
 #: backtests all fall inside their base variance: without it the sweep tau of race_sweeps' GSM8K
 #: sweeps (calibrated on MATH) sat at the optimizer's bound, 1e-6 (no misspecification at all),
-#: in 8% of 2000 reports; with it the smallest was 0.0025. Priors of log-sd 1 and 2 pulled tau
+#: in 8% of 2000 reports (an experiment; tests/test_race.py shows it on the real gsm8k_budget
+#: sweep); with it the smallest was 0.0025. Priors of log-sd 1 and 2 pulled tau
 #: toward the other family's (GSM8K sweeps used 73% of their compute with 1; with 2 one MATH
 #: winner was lost at alpha 0.3); with 3 the drawn sweeps' compute moved by at most 1.5 points.
 TAU_PRIOR_LOG_SD = 3.0

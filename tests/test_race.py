@@ -390,17 +390,20 @@ def test_race_sweep_tau_moves_toward_the_sweeps_family(family, calibrated_on, n_
     assert direction * (width["sweep"] - width["calibration"]) > 0, width
 
 
-def test_race_sweep_tau_does_not_collapse_to_zero():
+def test_race_sweep_tau_does_not_collapse_to_zero(monkeypatch):
     """Regression: replayed rung by rung with forecasts calibrated on MATH, the real
-    gsm8k_budget sweep (4 runs) reached a report whose sweep tau was the optimizer's bound,
-    1e-6 (no misspecification at all: its window backtests all fell inside their base
-    variance); in race_sweeps' GSM8K sweeps, 8% of reports. The vague prior of tau_with keeps
+    gsm8k_budget sweep (4 runs) reaches a report whose maximum-likelihood sweep tau is the
+    optimizer's bound, 1e-6 (no misspecification at all: its window backtests all fell inside
+    their base variance; the prior made flat to show it). The vague prior of tau_with keeps
     every report's tau above a tenth of the smallest tau either family has on its own (0.009)
     and below the MATH calibration's."""
+    import importlib
     import sys
     from pathlib import Path
 
     from rlcurves.calibrate import default_calibration, load_corpus
+
+    calibrate_module = importlib.import_module("rlcurves.calibrate")  # not the function
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     try:
@@ -409,10 +412,17 @@ def test_race_sweep_tau_does_not_collapse_to_zero():
         sys.path.pop(0)
     (sweep,) = [s for s in load_sweeps() if s.name == "gsm8k_budget"]
     cal = default_calibration().subset(load_corpus("math"))
-    taus: list[float] = []
-    replay_race(sweep, {"calibration": cal}, on_report=lambda r: taus.append(r.tau))
-    assert len(taus) == 20 and all(t is not None for t in taus)
-    assert 0.0009 < min(taus) and max(taus) < cal.tau, taus
+
+    def taus() -> list[float]:
+        out: list[float] = []
+        replay_race(sweep, {"calibration": cal}, on_report=lambda r: out.append(r.tau))
+        assert len(out) == 20 and all(t is not None for t in out)
+        return out
+
+    with_prior = taus()
+    assert 0.0009 < min(with_prior) and max(with_prior) < cal.tau, with_prior
+    monkeypatch.setattr(calibrate_module, "TAU_PRIOR_LOG_SD", 1e9)  # flat: maximum likelihood
+    assert min(taus()) < 1e-5
 
 
 def test_benchmark_thinned_sweep_keeps_its_winner_and_finals():
