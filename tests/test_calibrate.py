@@ -183,11 +183,9 @@ def test_scale_grows_with_distance_past_the_fit_window():
     assert width[1] < width[2] < width[3]
 
 
-def test_tau_with_refits_tau_on_a_sweeps_own_records():
-    """A calibration whose runs wander with tau 0.03 and a sweep whose runs wander with 0.01:
-    refitted on the sweep's 30 runs with the calibration counting as one run, tau is near the
-    sweep's (a 1/31 weight cannot pull it far); counting as 1,000 runs, near the calibration's;
-    with no records it is the calibration's."""
+def _calibration_and_sweep():
+    """A calibration of 40 runs that wander with tau 0.03 and a sweep of 30 runs that wander
+    with 0.01 (4 Student-t records each at distance 1, no other variance), fixed seed."""
     rng = np.random.default_rng(1)
 
     def toy(scale, n_runs, prefix):
@@ -198,8 +196,15 @@ def test_tau_with_refits_tau_on_a_sweeps_own_records():
         rec["fit_var"] = 1e-10
         return rec
 
-    cal = Calibration(toy(0.03, 40, "c"), "toy")
-    sweep = toy(0.01, 30, "s")
+    return Calibration(toy(0.03, 40, "c"), "toy"), toy(0.01, 30, "s")
+
+
+def test_tau_with_refits_tau_on_a_sweeps_own_records():
+    """A calibration whose runs wander with tau 0.03 and a sweep whose runs wander with 0.01:
+    refitted on the sweep's 30 runs with the calibration counting as one run, tau is near the
+    sweep's (a 1/31 weight cannot pull it far); counting as 1,000 runs, near the calibration's;
+    with no records it is the calibration's."""
+    cal, sweep = _calibration_and_sweep()
     assert cal.tau == pytest.approx(0.03, rel=0.15)
     assert cal.tau_with(sweep, prior_runs=1.0) == pytest.approx(0.01, rel=0.2)
     assert cal.tau_with(sweep, prior_runs=1000.0) == pytest.approx(cal.tau, rel=0.1)
@@ -216,18 +221,7 @@ def test_tau_with_weighs_a_vague_prior_lightly():
     centre."""
     from rlcurves.calibrate import TAU_PRIOR_LOG_SD, _run_weights, fit_tau
 
-    rng = np.random.default_rng(1)
-
-    def toy(scale, n_runs, prefix):
-        rec = _records(
-            {f"{prefix}{i}": list(scale * rng.standard_t(5, 4)) for i in range(n_runs)},
-            distance=1.0,
-        )
-        rec["fit_var"] = 1e-10
-        return rec
-
-    cal = Calibration(toy(0.03, 40, "c"), "toy")
-    sweep = toy(0.01, 30, "s")
+    cal, sweep = _calibration_and_sweep()
     both = pd.concat([cal.records, sweep], ignore_index=True)
     weight = np.r_[_run_weights(cal.records, 1.0), _run_weights(sweep)]
     ml = fit_tau(both, weight=weight)
