@@ -8,26 +8,30 @@ interval, the probability of being the best at the budget (:func:`rlcurves.decid
 and the advice.
 
 Stopping by the forecast, not by the current value, is the point: a recipe that looks fast early
-often has the lower ceiling (ScaleRL), which successive halving and the median stopping rule
-cannot see. The error is controlled over the sweep as a whole, since several runs may be stopped
-at once and over many looks: the runs stopped so far form a set ``S``, and a run joins ``S``
-only while the probability that the best run of ``S`` would have ended more than ``tolerance``
-above the best run kept stays at most ``alpha`` (:func:`prob_regret_above`; the draws of all runs
-jointly, so near-ties count as they are, not through a union bound). That probability is the
-posterior risk of the decision given everything seen; a set that only grows while its risk is at
-most ``alpha`` loses the winner (by more than ``tolerance``) with probability at most ``alpha``
-when the forecasts are calibrated, however many looks there are (the risk at the last addition
-is the risk of the final set). Each run must also pass the per-run stop rule of
-:mod:`rlcurves.decide` before it may join ``S``: :func:`rlcurves.decide.decide` against the best of
-the other runs kept plus ``tolerance`` (:func:`rlcurves.decide.sweep_baseline`) must advise a stop
-(its guards: ``min_points`` evaluations, the rule's first fraction of the budget, before
+often has the lower ceiling (ScaleRL), which successive halving and the median stopping rule cannot
+see. The error is controlled over the sweep as a whole, since several runs may be stopped at once
+and over many looks: the runs stopped so far form a set ``S``, and a run joins ``S`` by spending
+``alpha``: the risk of ``S`` is the probability that its best run would have ended more than
+``tolerance`` above the best run kept (:func:`prob_regret_above`; the draws of all runs jointly, so
+near-ties count as they are, not through a union bound), and each stop is charged the increase in
+that risk it causes when it is made; stops are made while the charges sum to at most ``alpha``
+(:func:`rlcurves.decide.stop_set` with ``spent``). With calibrated forecasts the risk of a fixed
+set is a martingale between reports, so the probability of losing the winner (by more than
+``tolerance``) is the expected sum of the charges: at most ``alpha`` however many reports there
+are. The risk of the runs already stopped may drift up after they are stopped (a kept run declines,
+the sweep's tau grows); that is not charged again, and it does not block the stop of a sure loser
+later (keeping the set's risk itself under ``alpha`` at every report did: math_offpolicy's
+clip0.2-0.28, 0.07 behind the winner, ran to the end). Each run must also pass the per-run stop
+rule of :mod:`rlcurves.decide` before it may join ``S``: :func:`rlcurves.decide.decide` against the
+best of the other runs kept plus ``tolerance`` (:func:`rlcurves.decide.sweep_baseline`) must advise
+a stop (its guards: ``min_points`` evaluations, the rule's first fraction of the budget, before
 ``require_identified`` of the budget a fit that determines the ceiling; its measured threshold on
 p(above)), and that advice must hold under :class:`rlcurves.decide.Hysteresis` (``rule.hold``
 consecutive refits over ``rule.hold_span`` of the budget) against one noisy refit. The runs kept
 count as rivals (in the baseline and in the risk) once their fits are identified, as before the
-guard had a fraction: a forecast whose ceiling the data do not set does not make others look
-beaten (counting them, with ``confirm=1``, stopped math_ablations' winner in the replay).
-No run is stopped in the last rung, where a stop saves almost nothing.
+guard had a fraction: a forecast whose ceiling the data do not set does not make others look beaten
+(counting them, with ``confirm=1``, stopped math_ablations' winner in the replay). No run is
+stopped in the last rung, where a stop saves almost nothing.
 
 The forecasts' misspecification scale is the sweep's own (``misspecification="sweep"``): refitted
 at each report on backtests of the sweep's runs within their windows, with the calibration as a
@@ -181,6 +185,9 @@ class RaceReport:
     risk : float
         Probability that the stopped entries include one that would have ended more than
         ``tolerance`` above every entry kept (:func:`prob_regret_above`, current forecasts).
+    spent : float
+        The part of ``alpha`` the stops so far have spent: the sum of the increases in ``risk``
+        each caused when it was made (at most ``alpha``; see the module docstring).
     budget, level, alpha, tolerance : float
         The race's settings.
     points : dict
@@ -217,6 +224,7 @@ class RaceReport:
     tau: float | None = None
     tau_calibration: float | None = None
     tau_backtests: int = 0
+    spent: float = 0.0
 
     def advice(self, name: str) -> str:
         """The advice for one entry (or one run of a group)."""
@@ -239,8 +247,9 @@ class RaceReport:
         lines = [
             f"[[Race]] {n} runs to the budget {format_compute(self.budget)}: {stopped} stopped, "
             f"{self.fraction_saved:.0%} of the sweep's compute saved; leader: {self.leader}",
-            f"    risk that the stopped runs include one that ends more than {self.tolerance:g} "
-            f"above all runs kept: {self.risk:.3f} (alpha {self.alpha:g})",
+            f"    alpha spent on the stops: {self.spent:.3f} of {self.alpha:g}; risk now that the "
+            f"stopped runs include one that ends more than {self.tolerance:g} above all runs "
+            f"kept: {self.risk:.3f}",
         ]
         if self.tau is not None and self.tau_backtests:
             lines.append(
@@ -467,6 +476,7 @@ class Race:
             )
         self.tau_prior_runs = float(tau_prior_runs)
         self._entries: dict[str, _Entry] = {}
+        self._spent = 0.0  # alpha spent by the stops so far (the sum of their risk increases)
         self._run_entry: dict[str, str] = {}
         self._report: RaceReport | None = None
         self._state: tuple = ()
@@ -761,8 +771,13 @@ class Race:
         candidates = sorted(
             advised, key=lambda k: (p_best.get(k, 0.0), self.sign * float(np.mean(counted[k])))
         )
-        # the sweep-level rule: the set of stopped runs keeps its risk <= alpha
+        # the sweep-level rule: each stop is charged the increase in risk it causes, and the
+        # charges stay <= alpha (alpha spending)
         proposal: list[str] = []
+        risk_before = (
+            prob_regret_above(counted, stopped, tolerance=self.tolerance, sign=self.sign,
+                              seed=self.seed) if counted else 0.0
+        )  # fmt: skip
         if candidates:
             proposal, _ = stop_set(
                 counted,
@@ -772,6 +787,7 @@ class Race:
                 stopped=stopped,
                 sign=self.sign,
                 seed=self.seed,
+                spent=self._spent,
             )
         stopped_now: list[str] = []
         for e in entries:
@@ -801,13 +817,15 @@ class Race:
                 sign=self.sign,
                 seed=self.seed,
             )
+            self._spent += max(risk - risk_before, 0.0) if stopped_now else 0.0
             for k in stopped_now:
                 e = self._entries[k]
                 e.reason = (
                     f"stopped at {e.now / self.budget:.0%} of the budget: p(best) = "
-                    f"{p_best.get(k, 0.0):.3f}; {e.decision.reason}; with the runs stopped so "
-                    f"far, p(one of them would end more than {self.tolerance:g} above every run "
-                    f"kept) = {risk:.3f} <= alpha {self.alpha:g}; the leader {leader}'s "
+                    f"{p_best.get(k, 0.0):.3f}; {e.decision.reason}; the stops of this report "
+                    f"raise p(a run stopped would end more than {self.tolerance:g} above every "
+                    f"run kept) from {risk_before:.3f} to {risk:.3f}: alpha spent "
+                    f"{self._spent:.3f} of {self.alpha:g}; the leader {leader}'s "
                     f"forecast {_fc_words(self._entries[leader], self.level)}"
                 )
         rows = [self._row(e, status[e.name], p_best, leader) for e in entries]
@@ -868,6 +886,7 @@ class Race:
             tau=tau,
             tau_calibration=self._calibration().tau,
             tau_backtests=n_backtests,
+            spent=self._spent,
         )
 
     def _status(self, e: _Entry) -> str:
@@ -942,8 +961,9 @@ class Race:
     def _refused(self, e: _Entry, d: Decision, p_best: dict) -> str:
         return (
             f"p(best) = {p_best.get(e.name, 0.0):.3f}: '{d.advice}' for the run alone "
-            f"({d.reason}), but stopping it would put the risk of losing the winner by more "
-            f"than {self.tolerance:g} above alpha {self.alpha:g}"
+            f"({d.reason}), but stopping it would raise the risk of losing the winner by more "
+            f"than {self.tolerance:g} by more than the alpha left ({self._spent:.3f} of "
+            f"{self.alpha:g} spent)"
         )
 
     def _row(self, e: _Entry, status: str, p_best: dict, leader: str | None) -> dict:
