@@ -303,7 +303,8 @@ class Race:
         (each run's own compute: a run that starts late counts from its own start).
     alpha : float
         The largest probability, over the whole sweep, that the stopped runs include one that
-        would have ended more than ``tolerance`` above every run kept (see the module docstring).
+        would have ended more than ``tolerance`` above every run kept, spent stop by stop
+        (:attr:`RaceReport.spent`; see the module docstring).
     tolerance : float
         Regret that does not count as losing the winner, in reward units (0.01: one point of
         pass rate).

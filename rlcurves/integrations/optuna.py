@@ -3,10 +3,11 @@
 Optuna calls ``prune(study, trial)`` when a trial asks ``trial.should_prune()`` after
 ``trial.report(value, step)``. This pruner feeds every trial's intermediate values to a
 :class:`rlcurves.race.Race` (trial number -> run, step -> compute, value -> reward) and prunes the
-trials the race stops: those whose forecast at the budget makes them unlikely to be the best,
-the risk over the whole study kept under ``alpha``. Trials may run one after another (Optuna's
-default: a later trial races against the finished ones' curves) or in parallel. A trial that
-failed leaves the race; a completed or pruned one stays in it with its forecast.
+trials the race stops: those whose forecast at the budget makes them unlikely to be the best, the
+risk of losing the best over the whole study at most ``alpha`` (spent stop by stop). Trials may run
+one after another (Optuna's default: a later trial races against the finished ones' curves) or in
+parallel. A trial that failed leaves the race; a completed or pruned one stays in it with its
+forecast.
 
 Install with ``pip install 'rlcurves[optuna]'``.
 

@@ -1,13 +1,13 @@
 """``RaceScheduler``: a Ray Tune trial scheduler that races a sweep's trials with :class:`Race`.
 
-Ray Tune's schedulers decide per result (``on_trial_result`` returns CONTINUE, PAUSE or STOP):
-this one feeds every result to a :class:`rlcurves.race.Race` (trial id -> run, ``time_attr`` ->
-compute, ``metric`` -> reward), refits a trial when it crosses a rung of the budget, and stops the
-trials the race stops: the ones whose forecast at the budget makes them unlikely to be the
-winner, with the risk over the whole sweep kept under ``alpha``. A trial that looks fast early
-but saturates low is stopped; a late bloomer is kept. A trial that errors leaves the race; one
-that completes stays in it with its forecast. Trials that reach the budget are stopped (the
-budget is the trials' planned length, as ASHA's ``max_t``).
+Ray Tune's schedulers decide per result (``on_trial_result`` returns CONTINUE, PAUSE or STOP): this
+one feeds every result to a :class:`rlcurves.race.Race` (trial id -> run, ``time_attr`` -> compute,
+``metric`` -> reward), refits a trial when it crosses a rung of the budget, and stops the trials
+the race stops: the ones whose forecast at the budget makes them unlikely to be the winner, with
+the risk of losing it over the whole sweep at most ``alpha`` (spent stop by stop). A trial that
+looks fast early but saturates low is stopped; a late bloomer is kept. A trial that errors leaves
+the race; one that completes stays in it with its forecast. Trials that reach the budget are
+stopped (the budget is the trials' planned length, as ASHA's ``max_t``).
 
 Install with ``pip install 'rlcurves[ray]'`` (Ray Tune: about 40 s and 250 MB on top of the
 library, measured on the project's CPU machines).
