@@ -12,6 +12,28 @@ from race_toys import BUDGET, NOISE, R0, RECIPES, reward
 from rlcurves import Race, RLCurvesError, sigmoid
 from rlcurves.decide import DEFAULT_RULE, StopRule
 
+
+def _benchmark(name: str):
+    """A module of benchmarks/ (race_replay, race_sweeps): the repository root is not on the
+    path under pytest."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    sys.path.insert(0, root)
+    try:
+        return importlib.import_module(f"benchmarks.{name}")
+    finally:
+        sys.path.remove(root)
+
+
+def _real_sweep(name: str):
+    """One of race_replay's real sweeps."""
+    (sweep,) = [s for s in _benchmark("race_replay").load_sweeps() if s.name == name]
+    return sweep
+
+
 GRID = np.arange(1, BUDGET + 1)
 
 
@@ -254,17 +276,7 @@ def test_benchmark_cached_race_decides_as_race(toy_race):
     through a cache of (run, rung) -> forecast; their decisions must be Race's own: on the toy
     sweep, fed rung by rung, the cached race stops the same runs at the same steps, also when
     the cache was filled by a race with other settings."""
-    import importlib
-    import sys
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[1])
-    sys.path.insert(0, root)
-    try:
-        bench = importlib.import_module("benchmarks.race_replay")
-    finally:
-        sys.path.remove(root)
-    cached_race = bench.cached_race_class()
+    cached_race = _benchmark("race_replay").cached_race_class()
     index = {k: i for i, k in enumerate(RECIPES)}
     cache: dict = {}
     replay(cached_race(BUDGET, rungs=10, alpha=0.2, cache=cache, index=index))  # fills the cache
@@ -364,17 +376,9 @@ def test_race_sweep_tau_moves_toward_the_sweeps_family(family, calibrated_on, n_
     for the sweep of all 15 MATH runs (a few MATH runs need not show it by 40%: the first four
     in name order give 0.0086 against 0.0092), and the forecast intervals narrow or widen
     with it."""
-    import sys
-    from pathlib import Path
-
     from rlcurves.calibrate import default_calibration, load_corpus
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    try:
-        from benchmarks.race_sweeps import family_runs
-    finally:
-        sys.path.pop(0)
-    budget, runs = family_runs()[family]
+    budget, runs = _benchmark("race_sweeps").family_runs()[family]
     cal = default_calibration().subset(load_corpus(calibrated_on))
     reports = {}
     for how in ("sweep", "calibration"):
@@ -398,19 +402,12 @@ def test_race_sweep_tau_does_not_collapse_to_zero(monkeypatch):
     every report's tau above a tenth of the smallest tau either family has on its own (0.009)
     and below the MATH calibration's."""
     import importlib
-    import sys
-    from pathlib import Path
 
     from rlcurves.calibrate import default_calibration, load_corpus
 
     calibrate_module = importlib.import_module("rlcurves.calibrate")  # not the function
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    try:
-        from benchmarks.race_replay import load_sweeps, replay_race
-    finally:
-        sys.path.pop(0)
-    (sweep,) = [s for s in load_sweeps() if s.name == "gsm8k_budget"]
+    replay_race = _benchmark("race_replay").replay_race
+    sweep = _real_sweep("gsm8k_budget")
     cal = default_calibration().subset(load_corpus("math"))
 
     def taus() -> list[float]:
@@ -434,19 +431,12 @@ def test_race_stops_a_sure_loser_after_the_risk_of_earlier_stops_drifted_up():
     p(best) under 0.01 at 90% of the budget, ran to the end. Charged only the increase each
     stop causes (alpha spending), it is stopped, the alpha spent stays <= alpha and the winner
     is kept."""
-    import sys
-    from pathlib import Path
-
     from rlcurves.calibrate import default_calibration, load_corpus
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    try:
-        from benchmarks.race_replay import load_sweeps, replay_race
-    finally:
-        sys.path.pop(0)
-    (sweep,) = [s for s in load_sweeps() if s.name == "math_offpolicy"]
+    sweep = _real_sweep("math_offpolicy")
     cal = default_calibration().subset(load_corpus("gsm8k"))
     reports: list = []
+    replay_race = _benchmark("race_replay").replay_race
     out, _ = replay_race(sweep, {"calibration": cal}, on_report=reports.append)
     assert max(r.risk for r in reports) > 0.05  # the drift: above alpha after the first stops
     assert all(r.spent <= r.alpha + 1e-12 for r in reports)
@@ -460,15 +450,8 @@ def test_benchmark_thinned_sweep_keeps_its_winner_and_finals():
     """race_replay's density study thins every run to n evaluations spread evenly over its grid
     (first and last kept); the final values, hence the winner and the regret, stay those of
     every evaluation (a thinned run has one or two evaluations in the last 10% of its budget)."""
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    try:
-        from benchmarks.race_replay import load_sweeps, thinned
-    finally:
-        sys.path.pop(0)
-    (sweep,) = [s for s in load_sweeps() if s.name == "math_lr"]
+    thinned = _benchmark("race_replay").thinned
+    sweep = _real_sweep("math_lr")
     thin = thinned(sweep, 12)
     assert thin.finals() == sweep.finals()
     for k, df in thin.runs.items():
