@@ -996,6 +996,8 @@ def stop_set(
         if c not in runs:
             raise RLCurvesError(f"candidate {c!r} is not among the runs {list(runs)}")
         trial = mask | (np.asarray(names) == c)
+        if trial.all():  # some run must be kept, whatever the risk already spent
+            continue
         r = _risk(m, trial, tolerance)
         if r <= limit:
             mask, risk = trial, r

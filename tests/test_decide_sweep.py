@@ -94,6 +94,9 @@ def test_stop_set_spent_charges_the_increase_not_the_drifted_risk():
     assert stop_set(runs, ["loser", "close"], alpha=0.05, spent=0.0) == stop_set(
         runs, ["loser", "close"], alpha=0.05
     )
+    # the last run is never stopped, though the runs stopped already would surely beat it
+    two = {"early": _normal(0.80, 0.01), "last": _normal(0.50, 0.01)}
+    assert stop_set(two, ["last"], alpha=0.05, stopped=["early"], spent=0.0) == ([], 1.0)
     with pytest.raises(RLCurvesError, match="spent"):
         stop_set(runs, ["loser"], alpha=0.05, spent=-0.1)
 
