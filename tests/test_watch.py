@@ -22,6 +22,8 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
+
 import rlcurves
 from rlcurves.cli import main
 from rlcurves.decide import DEFAULT_RULE
@@ -226,9 +228,18 @@ def test_the_installed_command_runs(tmp_path):
     said = re.search(r"it says `UNLIKELY TO BEAT THE BASELINE` \((\S+ \[\S+, \S+\]) against "
                      r"(\S+ \[\S+, \S+\]),\s+p\(above\) = (\S+)\)", readme)  # fmt: skip
     assert said, "README's sentence on the whole log's watch"
-    run, base, p = said.groups()
-    assert f"at the budget: {run} (90%" in proc.stdout
-    assert f"baseline recipe_loo_scalerl: {base}; p(above) = {p}" in proc.stdout
+    printed = re.search(r"at the budget: (\S+ \[\S+, \S+\]) \(90%.*\n.*baseline "
+                        r"recipe_loo_scalerl: (\S+ \[\S+, \S+\]); p\(above\) = (\S+)",
+                        proc.stdout)  # fmt: skip
+    assert printed, proc.stdout
+    # to the printed digit, give or take one: a bootstrap interval's last digit moves with the
+    # builds of numpy and numba pip installs (0.427 printed as 0.426 on a fresh install)
+    for quoted, now in zip(said.groups(), printed.groups(), strict=True):
+        assert _numbers(now) == pytest.approx(_numbers(quoted), abs=0.0011), (quoted, now)
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
 
 
 def test_watch_reads_a_csv_history(tmp_path):
