@@ -366,7 +366,7 @@ class Race:
         task, a model and an evaluation, and tau differs between such families (0.009 on the
         GSM8K runs, 0.025 on the MATH runs): calibrated on the other family, GSM8K forecasts
         were far wider than their errors (no final value above its 90% interval) and the race
-        ran its sweeps to 93% of their compute; with the sweep's tau, 65%, every winner kept,
+        ran its sweeps to 93% of their compute; with the sweep's tau, 64%, every winner kept,
         the intervals about nominal (``python -m benchmarks.race_sweeps``). ``"calibration"``:
         the calibration's tau, as :func:`rlcurves.forecast` uses it.
     tau_prior_runs : float
@@ -775,10 +775,6 @@ class Race:
         # the sweep-level rule: each stop is charged the increase in risk it causes, and the
         # charges stay <= alpha (alpha spending)
         proposal: list[str] = []
-        risk_before = (
-            prob_regret_above(counted, stopped, tolerance=self.tolerance, sign=self.sign,
-                              seed=self.seed) if counted else 0.0
-        )  # fmt: skip
         if candidates:
             proposal, _ = stop_set(
                 counted,
@@ -811,14 +807,11 @@ class Race:
                 status[k] = "stopped"
                 for r in e.runs.values():
                     r.stopped_at = r.now
-            risk = prob_regret_above(
-                counted,
-                [k for k in counted if status[k] == "stopped"],
-                tolerance=self.tolerance,
-                sign=self.sign,
-                seed=self.seed,
-            )
-            self._spent += max(risk - risk_before, 0.0) if stopped_now else 0.0
+            kws = {"tolerance": self.tolerance, "sign": self.sign, "seed": self.seed}
+            risk = prob_regret_above(counted, [k for k in counted if status[k] == "stopped"], **kws)
+            if stopped_now:  # the charge: the increase over the risk of the runs stopped before
+                risk_before = prob_regret_above(counted, stopped, **kws)
+                self._spent += max(risk - risk_before, 0.0)
             for k in stopped_now:
                 e = self._entries[k]
                 e.reason = (
