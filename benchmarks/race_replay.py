@@ -600,6 +600,146 @@ def density_table(density: dict) -> str:
     return "\n".join(lines)
 
 
+def pit_score(draws: np.ndarray, value: float) -> tuple[float, float]:
+    """The PIT of ``value`` under ``draws`` (kept off 0 and 1) and its normal score."""
+    from scipy.stats import norm
+
+    pit = (float(np.sum(draws < value)) + 0.5) / (len(draws) + 1)
+    return pit, float(norm.ppf(pit))
+
+
+def forecast_errors(sweeps: list[Sweep]) -> pd.DataFrame:
+    """Every forecast Race makes at its defaults (forecasts calibrated on the other family, the
+    sweep's own tau) at every rung, scored against the run's final value. Nothing is stopped
+    (``min_fraction=1``: the rule is never past its first fraction; the forecasts do not depend
+    on the stops), so every run is forecast at every rung it has a fit at. One row per (sweep,
+    rung, run): the PIT of the final value under the forecast's draws, its normal score ``z``,
+    and the draws (for the difference intervals of :func:`independence`)."""
+    cals = calibrations(sweeps, "family")
+    rows = []
+    for s in tqdm(sweeps, desc="forecast errors", leave=False):
+        finals = s.finals()
+        reports: list = []
+        replay_race(s, {"calibration": cals[s.name], "min_fraction": 1.0}, on_report=reports.append)
+        for rung, rep in enumerate(reports, start=1):
+            for k, fc in rep.forecasts.items():
+                if fc.predictive is None:  # no draws: Race has no forecast of this run yet
+                    continue
+                draws = np.asarray(fc.predictive.column(0), float)
+                pit, z = pit_score(draws, finals[k])
+                rows.append(
+                    {
+                        "sweep": s.name,
+                        "family": s.family,
+                        "rung": rung,
+                        "fraction": rung / RUNGS,
+                        "run": k,
+                        "final": finals[k],
+                        "pit": pit,
+                        "z": z,
+                        "draws": draws,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def error_pairs(errors: pd.DataFrame, level: float = 0.9, seed: int = 0) -> pd.DataFrame:
+    """The pairs of runs of one sweep forecast at the same rung: both normal scores, and whether
+    the difference of their finals fell outside the ``level`` interval of the difference of
+    their forecasts taken as independent (the draws of one paired with a permutation of the
+    other's, as :func:`rlcurves.decide.prob_regret_above` pairs them)."""
+    rng = np.random.default_rng(seed)
+    lo, hi = (1 - level) / 2, (1 + level) / 2
+    out = []
+    for (sweep, rung), g in errors.groupby(["sweep", "rung"], sort=False):
+        recs = g.to_dict("records")
+        for i in range(len(recs)):
+            for j in range(i + 1, len(recs)):
+                a, b = recs[i], recs[j]
+                diff = a["draws"] - rng.permutation(b["draws"])
+                u = float(np.mean(diff < a["final"] - b["final"]))
+                out.append(
+                    {
+                        "sweep": sweep,
+                        "family": a["family"],
+                        "rung": rung,
+                        "run_a": a["run"],
+                        "run_b": b["run"],
+                        "z_a": a["z"],
+                        "z_b": b["z"],
+                        "outside": not lo <= u <= hi,
+                    }
+                )
+    return pd.DataFrame(out)
+
+
+def _corr(rows: np.ndarray) -> float:
+    """Correlation of the first two columns."""
+    return float(np.corrcoef(rows[:, 0], rows[:, 1])[0, 1])
+
+
+def independence(errors: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> dict:
+    """Per family: the correlation of two runs' forecast errors (normal scores of the PIT) at the
+    same rung of one sweep; the spread of the scores; and how often the difference of two finals
+    falls outside the 90% interval of the difference of two independent forecasts (nominal
+    10%). The 90% intervals come from a bootstrap over runs: each sweep's runs are resampled
+    (a run with all its rungs, hence all its pairs: the pairs of one run share its errors) and
+    the pairs of distinct runs among them kept."""
+    pairs = error_pairs(errors, seed=seed)
+    rng = np.random.default_rng(seed)
+    out = {}
+    for fam, g in pairs.groupby("family", sort=True):
+        cols = ["z_a", "z_b", "outside"]
+        by_pair = {
+            key: v[cols].to_numpy(float) for key, v in g.groupby(["sweep", "run_a", "run_b"])
+        }
+        runs = {sw: sorted({*v["run_a"], *v["run_b"]}) for sw, v in g.groupby("sweep")}
+        boot_corr, boot_out = [], []
+        for _ in range(n_boot):
+            parts = []
+            for sw, names in runs.items():
+                pick = [names[i] for i in rng.integers(len(names), size=len(names))]
+                for i in range(len(pick)):
+                    for j in range(i + 1, len(pick)):
+                        if (sw, pick[i], pick[j]) in by_pair:
+                            parts.append(by_pair[sw, pick[i], pick[j]])
+                        elif (sw, pick[j], pick[i]) in by_pair:
+                            parts.append(by_pair[sw, pick[j], pick[i]])
+            rows = np.concatenate(parts)
+            boot_corr.append(_corr(rows))
+            boot_out.append(float(rows[:, 2].mean()))
+        e = errors[errors["family"] == fam]
+        out[fam] = {
+            "sweeps": len(runs),
+            "run_pairs": len(by_pair),
+            "pairs": len(g),
+            "z_sd": float(e["z"].std()),
+            "correlation": _corr(g[cols].to_numpy(float)),
+            "correlation_ci": [float(q) for q in np.quantile(boot_corr, [0.05, 0.95])],
+            "difference_outside_90": float(g["outside"].mean()),
+            "difference_outside_90_ci": [float(q) for q in np.quantile(boot_out, [0.05, 0.95])],
+        }
+    return out
+
+
+def independence_table(indep: dict) -> str:
+    """:func:`independence` per family, as README shows it."""
+    lines = [
+        "| family | sweeps, pairs of runs | correlation of two runs' errors | "
+        "finals' difference outside its 90% interval | spread of one run's errors (z sd) |",
+        "|---|---|---|---|---|",
+    ]
+    for fam, r in indep.items():
+        c_lo, c_hi = r["correlation_ci"]
+        o_lo, o_hi = r["difference_outside_90_ci"]
+        lines.append(
+            f"| {fam.upper()} | {r['sweeps']}, {r['run_pairs']} | "
+            f"{r['correlation']:+.2f} [{c_lo:+.2f}, {c_hi:+.2f}] | "
+            f"{r['difference_outside_90']:.1%} [{o_lo:.1%}, {o_hi:.1%}] | {r['z_sd']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def time_report(sweeps: list[Sweep], k: int = 7, repeat: int = 5) -> dict:
     """Seconds of one ``report()`` that refits K runs (every run crossed a rung), and of one
     that refits none (cached); the runs: the first K MATH runs at half the budget."""
@@ -741,6 +881,11 @@ def main(argv: list[str] | None = None) -> None:
         density = density_study(sweeps, n_orders, logged)
         print("\nEvaluations per run (forecasts calibrated on the other family):")
         print(density_table(density))
+    indep = {}
+    if not args.quick:
+        indep = independence(forecast_errors(sweeps))
+        print("\nForecast errors of two runs of one sweep at the same rung (Race's forecasts):")
+        print(independence_table(indep))
     cost = time_report(load_sweeps())
     print(
         f"\none report() refitting K={cost['k']} runs ({cost['points_per_run']} points each): "
@@ -762,6 +907,7 @@ def main(argv: list[str] | None = None) -> None:
         "table": rows,
         "frontier": frontier,
         "density": density,
+        "independence": indep,
         "orders": n_orders,
         "race_seconds_per_sweep": float(np.mean(seconds or [0.0])),
     }

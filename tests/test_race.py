@@ -3,9 +3,11 @@ starts, other grids, crashes. The sweep-level rule itself: tests/test_decide_swe
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
+import pandas as pd
 import pytest
 from race_toys import BUDGET, NOISE, R0, RECIPES, reward
 
@@ -461,3 +463,58 @@ def test_benchmark_thinned_sweep_keeps_its_winner_and_finals():
         assert df["compute"].iloc[-1] == full["compute"].iloc[-1]
         assert set(df["compute"]) <= set(full["compute"])
     assert thinned(sweep, 1000).runs["lr5e-6"].equals(sweep.runs["lr5e-6"])
+
+
+def _correlated_errors(rho: float, family: str, n_sweeps: int, seed: int) -> pd.DataFrame:
+    """Sweeps of 5 runs, one rung each, whose forecasts are N(0, 1) draws and whose finals share
+    a sweep-wide shock: corr(final_i, final_j) = rho within a sweep, each final N(0, 1)."""
+    pit_score = _benchmark("race_replay").pit_score
+    rng = np.random.default_rng(seed)
+    rows = []
+    for s in range(n_sweeps):
+        shock = rng.standard_normal()
+        for k in range(5):
+            final = math.sqrt(rho) * shock + math.sqrt(1 - rho) * rng.standard_normal()
+            draws = rng.standard_normal(400)
+            pit, z = pit_score(draws, final)
+            rows.append(
+                {
+                    "sweep": f"{family}{s}",
+                    "family": family,
+                    "rung": 1,
+                    "run": f"r{k}",
+                    "final": final,
+                    "pit": pit,
+                    "z": z,
+                    "draws": draws,
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def test_benchmark_independence_tells_correlated_forecast_errors_from_independent_ones():
+    """race_replay's check of the assumption behind Race's risk (the runs' forecast errors are
+    independent): with calibrated forecasts and independent errors, the finals' difference falls
+    outside the 90% interval of the independent difference ~10% of the time and the errors'
+    correlation is ~0; with a shared shock (rho 0.6) the difference interval is too wide (true
+    sd sqrt(0.8) against sqrt(2): ~0.9% outside) and the correlation is ~0.6. 80 sweeps of 10
+    pairs each: se of the rates ~0.01-0.02 (pairs share runs), of the correlation ~0.05."""
+    independence = _benchmark("race_replay").independence
+    errors = pd.concat(
+        [
+            _correlated_errors(0.0, "indep", 80, seed=1),
+            _correlated_errors(0.6, "shared", 80, seed=2),
+        ]
+    )
+    out = independence(errors, n_boot=300, seed=0)
+    indep, shared = out["indep"], out["shared"]
+    assert indep["run_pairs"] == shared["run_pairs"] == 10 * 80
+    assert abs(indep["correlation"]) < 0.12
+    assert abs(shared["correlation"] - 0.6) < 0.12
+    for r in (indep, shared):  # the bootstrap over runs brackets the estimate, and not loosely
+        lo, hi = r["correlation_ci"]
+        assert lo < r["correlation"] < hi and hi - lo < 0.3
+    assert indep["correlation_ci"][1] < shared["correlation_ci"][0]
+    assert 0.06 < indep["difference_outside_90"] < 0.14
+    assert shared["difference_outside_90"] < 0.03
+    assert 0.9 < indep["z_sd"] < 1.1
