@@ -193,7 +193,9 @@ class RaceReport:
     points : dict
         Entry -> its evaluations (``compute, reward, run``), for :meth:`plot`.
     fits, forecasts : dict
-        Entry -> its latest fit and forecast at the budget (absent before a first fit).
+        Entry -> its latest fit and forecast at the budget (absent before a first fit); the
+        forecast as the race used it: its interval (the table's) and its predictive draws carry
+        the sweep's ``tau`` and a recipe's seed spread.
     stop_compute : dict
         Run -> its compute when its entry was stopped.
     tau, tau_calibration : float or None
@@ -692,6 +694,22 @@ class Race:
             d = np.clip(d + rng.permutation(np.resize(e.extra, d.size)), *_range(e.fit))
         return d
 
+    def _used(self, e: _Entry) -> Forecast:
+        """The entry's forecast as the race uses it: its predictive draws and its interval are
+        the draws' (the sweep's tau, a recipe's seed spread; the table's interval), not the
+        forecast's as made with the calibration's tau."""
+        fc = e.forecast
+        if e.draws is None or fc is None or fc.predictive is None:
+            return fc
+        pred = fc.predictive
+        lower, upper = _interval(e.draws, self.level)
+        return replace(
+            fc,
+            lower=np.full(np.shape(fc.lower), lower) if np.ndim(fc.lower) else lower,
+            upper=np.full(np.shape(fc.upper), upper) if np.ndim(fc.upper) else upper,
+            predictive=Predictive(pred.at, e.draws[:, None], pred.quantity, pred.info),
+        )
+
     def _sweep_tau(self) -> tuple[float | None, int]:
         """The misspecification scale of this sweep: tau refitted on the backtests of its runs
         within their windows, the calibration counting as ``tau_prior_runs`` runs (None: the
@@ -874,7 +892,7 @@ class Race:
             tolerance=self.tolerance,
             points={e.name: e.points() for e in entries},
             fits={e.name: e.fit for e in entries if e.fit is not None},
-            forecasts={e.name: e.forecast for e in entries if e.forecast is not None},
+            forecasts={e.name: self._used(e) for e in entries if e.forecast is not None},
             stop_compute=stop_compute,
             higher_is_better=self.sign > 0,
             tau=tau,
@@ -924,11 +942,7 @@ class Race:
                 rivals, e.name, tolerance=self.tolerance, sign=self.sign, seed=self.seed
             )
         ok = True if self._trusted(e) else (e.identified, e.why)
-        fc = e.forecast
-        if e.draws is not None:  # the sweep's tau, a recipe's seed spread: the draws carry them
-            pred = fc.predictive
-            fc = replace(fc, predictive=Predictive(pred.at, e.draws[:, None], pred.quantity,
-                                                   pred.info))  # fmt: skip
+        fc = self._used(e)
         now = float(e.now)
         d = decide(
             fc,

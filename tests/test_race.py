@@ -424,6 +424,35 @@ def test_race_sweep_tau_does_not_collapse_to_zero(monkeypatch):
     assert min(taus()) < 1e-5
 
 
+def test_report_forecasts_are_the_forecasts_the_race_used():
+    """Regression: RaceReport.forecasts held each run's forecast as made, with the calibration's
+    tau (MATH's 0.0245 for a GSM8K sweep), while the table, p(best) and the stops used the
+    draws at the sweep's own tau (here 0.005-0.014): the real gsm8k_settings runs' intervals at
+    half the budget were about twice the table's, and scoring those forecasts made GSM8K's look
+    twice too wide. Now they are the same: the interval is the table's, the draws are
+    the race's, the mean is the forecast's."""
+    from rlcurves.calibrate import default_calibration, load_corpus
+
+    replay_race = _benchmark("race_replay").replay_race
+    sweep = _real_sweep("gsm8k_settings")
+    cal = default_calibration().subset(load_corpus("math"))
+    reports: list = []
+    replay_race(sweep, {"calibration": cal, "min_fraction": 1.0}, on_report=reports.append)
+    rep = reports[9]  # half the budget
+    assert rep.tau < cal.tau / 2
+    t = rep.table.set_index("run")
+    assert len(rep.forecasts) == len(sweep.runs)
+    for name, fc in rep.forecasts.items():
+        draws = fc.predictive.column(0)
+        lo, hi = np.quantile(draws, [0.05, 0.95])
+        assert float(fc.lower) == pytest.approx(t.loc[name, "lower"]) == pytest.approx(lo)
+        assert float(fc.upper) == pytest.approx(t.loc[name, "upper"]) == pytest.approx(hi)
+        assert float(fc.mean) == pytest.approx(t.loc[name, "mean"])
+        # the half-width as made: the scale (calibration's tau) times the conformal multiplier
+        made = float(np.ravel(fc.info["scale"])[0]) * float(np.ravel(fc.info["multiplier"])[0])
+        assert (hi - lo) / 2 < 0.75 * made
+
+
 def test_race_stops_a_sure_loser_after_the_risk_of_earlier_stops_drifted_up():
     """Regression: replayed rung by rung with forecasts calibrated on GSM8K, the real
     math_offpolicy sweep stops two runs by 40% of the budget; then the risk that one of them
