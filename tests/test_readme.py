@@ -191,8 +191,8 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
     """Issue 28: README's table of settings on 200 sweeps is `python -m benchmarks.race_sweeps`'s
     for the results it wrote, the frontier on the real sweeps is race_replay's, and Race's
     defaults are the setting the sweeps benchmark chooses (``choose()``: the least compute that
-    keeps every family's winners with a Wilson lower bound >= 95%); the table of evaluation
-    densities is race_replay's too."""
+    keeps every family's winners with a Wilson lower bound >= 95%); the tables of evaluation
+    densities and of the runs' forecast errors (independence) are race_replay's too."""
     import inspect
 
     from rlcurves import Race
@@ -206,6 +206,7 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
         (sweeps.coverage_table(res), 5),  # header, 2 families x 2 taus
         (replay.frontier_table(rr["frontier"]), 25),
         (replay.density_table(rr["density"]), 5),  # header, as logged, 40, 20, 12 per run
+        (replay.independence_table(rr["independence"]), 3),  # header, 2 families
     ):
         rows = [line for line in table.splitlines() if line.startswith("| ")]
         assert len(rows) == n_rows
