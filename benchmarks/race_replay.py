@@ -62,6 +62,13 @@ median stopping rule and ASHA on every sweep with each run's evaluations thinned
 forecast needs evaluations: Race stops nothing before a run has 8 (the rule's ``min_points``,
 the fewest any calibration forecast was fitted on), and its window backtests need more.
 
+Independence ("independence"): Race's joint risk and p(best) treat the runs' forecast errors as
+independent. Every forecast Race makes at its defaults on every sweep at every rung (nothing
+stopped) is scored against the run's final value (:func:`forecast_errors`), and per family
+:func:`independence` reports the correlation of two runs' errors at the same rung and how often
+the difference of their finals falls outside the 90% interval of the difference of independent
+forecasts, with intervals from a bootstrap over runs.
+
 Run: python -m benchmarks.race_replay [--quick] [--calibration family|sweep|both]
 [--figure docs/figures/race_math_lr.png]
 """
