@@ -129,6 +129,7 @@ class _Entry:
     extra: np.ndarray | None = None
     seed: int = 0
     window: pd.DataFrame | None = None
+    used_info: dict = field(default_factory=dict)  # the forecast's info the draws replace
 
     @property
     def now(self) -> float:
@@ -195,7 +196,8 @@ class RaceReport:
     fits, forecasts : dict
         Entry -> its latest fit and forecast at the budget (absent before a first fit); the
         forecast as the race used it: its interval (the table's) and its predictive draws carry
-        the sweep's ``tau`` and a recipe's seed spread.
+        the sweep's ``tau`` and a recipe's seed spread (``info["tau"]``, ``info["scale"]``: the
+        ones used).
     stop_compute : dict
         Run -> its compute when its entry was stopped.
     tau, tau_calibration : float or None
@@ -682,13 +684,18 @@ class Race:
         fc = e.forecast
         d = fc.predictive.column(0)
         info = fc.info
+        e.used_info = {}
         if tau is not None and "scale" in info and "tau" in info:
             scale = float(np.ravel(info["scale"])[0])
             dist = max(float(np.ravel(info["distance"])[0]), 0.0)
             base = max(scale**2 - info["tau"] ** 2 * dist, 1e-16)
             mean = float(fc.mean)
-            d = np.clip(mean + (d - mean) * math.sqrt(base + tau**2 * dist) / scale,
-                        *_range(e.fit))  # fmt: skip
+            used = math.sqrt(base + tau**2 * dist)
+            d = np.clip(mean + (d - mean) * used / scale, *_range(e.fit))
+            e.used_info = {
+                "tau": np.full(np.shape(info["tau"]), tau),
+                "scale": np.full(np.shape(info["scale"]), used),
+            }
         if e.extra is not None:  # seed-to-seed spread of a recipe, on top of the forecast's own
             rng = np.random.default_rng(e.seed)
             d = np.clip(d + rng.permutation(np.resize(e.extra, d.size)), *_range(e.fit))
@@ -697,7 +704,8 @@ class Race:
     def _used(self, e: _Entry) -> Forecast:
         """The entry's forecast as the race uses it: its predictive draws and its interval are
         the draws' (the sweep's tau, a recipe's seed spread; the table's interval), not the
-        forecast's as made with the calibration's tau."""
+        forecast's as made with the calibration's tau; ``info["tau"]`` and ``info["scale"]``
+        are the ones used."""
         fc = e.forecast
         if e.draws is None or fc is None or fc.predictive is None:
             return fc
@@ -707,6 +715,7 @@ class Race:
             fc,
             lower=np.full(np.shape(fc.lower), lower) if np.ndim(fc.lower) else lower,
             upper=np.full(np.shape(fc.upper), upper) if np.ndim(fc.upper) else upper,
+            info={**fc.info, **e.used_info},
             predictive=Predictive(pred.at, e.draws[:, None], pred.quantity, pred.info),
         )
 

@@ -448,9 +448,15 @@ def test_report_forecasts_are_the_forecasts_the_race_used():
         assert float(fc.lower) == pytest.approx(t.loc[name, "lower"]) == pytest.approx(lo)
         assert float(fc.upper) == pytest.approx(t.loc[name, "upper"]) == pytest.approx(hi)
         assert float(fc.mean) == pytest.approx(t.loc[name, "mean"])
-        # the half-width as made: the scale (calibration's tau) times the conformal multiplier
-        made = float(np.ravel(fc.info["scale"])[0]) * float(np.ravel(fc.info["multiplier"])[0])
-        assert (hi - lo) / 2 < 0.75 * made
+        # info says what was used: the sweep's tau and the scale it gives (times the conformal
+        # multiplier, the half-width); as made, with the calibration's tau, it was far wider
+        info = {
+            k: float(np.ravel(fc.info[k])[0]) for k in ("tau", "scale", "multiplier", "distance")
+        }
+        assert info["tau"] == pytest.approx(rep.tau)
+        assert (hi - lo) / 2 == pytest.approx(info["scale"] * info["multiplier"], rel=0.05)
+        made = math.sqrt(info["scale"] ** 2 + (cal.tau**2 - rep.tau**2) * info["distance"])
+        assert (hi - lo) / 2 < 0.75 * made * info["multiplier"]
 
 
 def test_race_stops_a_sure_loser_after_the_risk_of_earlier_stops_drifted_up():
