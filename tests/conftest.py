@@ -7,6 +7,51 @@ import pytest
 matplotlib.use("Agg")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+# Hypothesis profiles. Tests set only their example budget (max_examples); everything else comes
+# from here. `ci` (chosen when CI is set, as .ci/run does): the same examples on every run and
+# machine, no example database. `dev` (the default elsewhere): random examples and the database
+# that replays a failure; `pytest --hypothesis-seed N` repeats a dev run. Pick one by hand with
+# `pytest --hypothesis-profile ci|dev`. (.venv-vllm, which runs only the engine tests, has no
+# Hypothesis.)
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # pragma: no cover
+    settings = None
+if settings is not None:
+    settings.register_profile(
+        "ci",
+        derandomize=True,
+        database=None,
+        deadline=None,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+def _pin_hypothesis_local_constants() -> None:
+    """Keep Hypothesis's examples independent of what ran before in the process.
+
+    Hypothesis (6.131 and later) draws, now and then, a literal taken from the source of every
+    project module already imported (not site-packages, not test files) instead of a random
+    value. Which modules those are depends on the tests that ran before, so a derandomized test
+    drew other curves after a CLI test had imported ``rlcurves.cli`` (issue 38). Hypothesis has
+    no setting for this; this pins that pool to empty, so a test's examples are a function of
+    the test, the profile and the seed only. If a Hypothesis release moves the pool,
+    ``test_hypothesis_examples_do_not_depend_on_imported_modules`` fails and says so.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - an older Hypothesis has no such pool
+        return
+    if hasattr(providers, "_get_local_constants") and hasattr(providers, "Constants"):
+        empty = providers.Constants()
+        providers._get_local_constants = lambda: empty
+
+
+_pin_hypothesis_local_constants()
+
 
 @pytest.fixture
 def rng():

@@ -3,7 +3,7 @@
 import warnings
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import least_squares
 
@@ -16,23 +16,35 @@ from rlcurves import (
 )
 
 
+def make_curve(scale_exp, n, span, A, R0, B, mid_exp, noise, seed):
+    """A noisy sigmoid on ``n`` log-spaced points from ``10**scale_exp`` over ``span`` decades,
+    with its midpoint ``mid_exp`` decades above the first point.
+
+    Returns ``(compute, reward, seed, signal)``: signal is how far the curve moves inside the
+    data, in noise standard deviations. :func:`curves` draws the arguments; a regression case
+    names them in an ``@example``.
+    """
+    scale = 10.0**scale_exp  # GPU-hours up to FLOPs
+    compute = scale * np.geomspace(1.0, 10.0**span, n)
+    C_mid = scale * 10.0**mid_exp
+    rng = np.random.default_rng(seed)
+    reward = np.clip(sigmoid(compute, A, B, C_mid, R0) + rng.normal(0, noise, n), 0.0, 1.0)
+    inside = sigmoid(compute[[0, -1]], A, B, C_mid, R0)
+    return compute, reward, seed, abs(inside[1] - inside[0]) / noise
+
+
 @st.composite
 def curves(draw):
-    scale = 10.0 ** draw(st.floats(1.0, 24.0))  # GPU-hours up to FLOPs
+    scale_exp = draw(st.floats(1.0, 24.0))
     n = draw(st.integers(12, 80))
     span = draw(st.floats(1.0, 5.0))  # decades of compute covered
-    compute = scale * np.geomspace(1.0, 10.0**span, n)
     A = draw(st.floats(0.3, 0.95))
     R0 = draw(st.floats(0.0, 0.3))
     B = draw(st.floats(0.4, 6.0))
-    C_mid = scale * 10.0 ** draw(st.floats(-0.5, span + 0.5))
+    mid_exp = draw(st.floats(-0.5, span + 0.5))
     noise = draw(st.floats(0.001, 0.04))
     seed = draw(st.integers(0, 2**31 - 1))
-    rng = np.random.default_rng(seed)
-    reward = np.clip(sigmoid(compute, A, B, C_mid, R0) + rng.normal(0, noise, n), 0.0, 1.0)
-    # signal: how far the curve moves inside the data, in noise standard deviations
-    inside = sigmoid(compute[[0, -1]], A, B, C_mid, R0)
-    return compute, reward, seed, abs(inside[1] - inside[0]) / noise
+    return make_curve(scale_exp, n, span, A, R0, B, mid_exp, noise, seed)
 
 
 def best_random_start_rss(compute, reward, r0, starts, seed):
@@ -87,13 +99,7 @@ def check_global(fit, reference, snr, caught):
         assert fit.rss <= reference * 1.001 + 1e-14
 
 
-@settings(
-    max_examples=30,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=30)  # the rest is the profile's (conftest.py)
 @given(curves())
 def test_exact_fit_is_global(curve):
     compute, reward, seed, snr = curve
@@ -103,13 +109,7 @@ def test_exact_fit_is_global(curve):
     check_global(fit, best_random_start_rss(compute, reward, None, 15, seed), snr, caught)
 
 
-@settings(
-    max_examples=12,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+@settings(max_examples=12)
 @given(curves())
 def test_exact_fit_with_fixed_r0_is_global(curve):
     compute, reward, seed, snr = curve

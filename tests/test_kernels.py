@@ -6,6 +6,7 @@ the reference's warm-started batch; the compiled log posterior against the model
 """
 
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -14,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import reference_solver as ref
-from hypothesis import HealthCheck, given, settings
-from test_fit_properties import curves
+from hypothesis import example, given, settings
+from test_fit_properties import curves, make_curve
 
 from rlcurves import _kernels as K
 from rlcurves import fit_sigmoid, sigmoid
@@ -33,18 +34,17 @@ def rel(a, b):
     return abs(a - b) / b
 
 
-# the property tests' settings: derandomized, so CI sees the same curves every run
-PROPERTY_SETTINGS = settings(
-    max_examples=40,
-    deadline=None,
-    derandomize=True,
-    database=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+# the property tests' example budget; the rest (derandomized in CI) is the profile's: conftest.py
+PROPERTY_SETTINGS = settings(max_examples=40)
 
 
 @PROPERTY_SETTINGS
 @given(curves())
+# issue 38, both a rise between the first two of 12 points: with R0 fixed the two RSS end 3.6e-9
+# apart on the way to a step; with R0 free the reference crawls to its iteration limit
+@example(make_curve(1.0, 12, 3.0, 0.5, 0.0, 5.0, 0.0, 0.0078125, 0))
+@example(make_curve(6.497953582808343, 12, 4.000209283926395, 0.3, 0.0, 4.000209283926395, 0.0,
+                    0.001, 12))  # fmt: skip
 def test_single_fit_matches_numpy_reference(curve):
     compute, reward, _, signal = curve
     x, w = log_compute(compute), np.ones(compute.size)
@@ -54,16 +54,39 @@ def test_single_fit_matches_numpy_reference(curve):
             warnings.simplefilter("ignore")
             expected = ref.solve_single(x, reward, w, r0, ref_b)
         got = S.solve_single(x, reward, w, r0, new_b)
-        assert rel(got.rss[0], expected.rss[0]) <= 1e-9, (r0, got, expected)
-        if signal < 10 or got.at_theta_bound[0] or expected.at_theta_bound[0]:
-            # an unidentified curve (a rise of under 10 noise sd inside the data, or a step
-            # between two points): the RSS is flat along B or C_mid, and where along it either
-            # solver stops, and so its "converged" verdict, depends on the rounding of the
-            # fastmath grid on the CPU at hand (seen on this project's dev machine, not in CI:
-            # a 15-point step curve at signal 6.5, a flat 12-point one at 6.3, equal RSS both).
-            # Equal RSS is the contract there.
+        # Where the data leave B or C_mid open, the infimum of the RSS may lie at a step
+        # (B -> inf between two points) and is approached, not attained: the two solvers stop at
+        # different points of that asymptote (issue 38: a step at the first of 12 points, R0
+        # fixed, RSS 3.6e-9 apart). The contract there is the global property test's (within
+        # 1e-7 of the RSS of any other fit: test_exact_fit_is_global); elsewhere, the same
+        # optimum to 1e-9.
+        identified = determined(x, reward, expected, r0)
+        assert rel(got.rss[0], expected.rss[0]) <= (1e-9 if identified else 1e-7), (r0, got)
+        if signal < 10 or got.at_theta_bound[0] or expected.at_theta_bound[0] or not identified:
+            # an unidentified curve (a rise of under 10 noise sd inside the data, a step between
+            # two points, or the first point alone below a plateau): the RSS is flat along B or
+            # C_mid, and where along it either solver stops, and so its "converged" verdict,
+            # depends on the rounding of the fastmath grid on the CPU at hand (seen on this
+            # project's dev machine, not in CI: a 15-point step curve at signal 6.5, a flat
+            # 12-point one at 6.3; issue 38: the reference crawling to its iteration limit on
+            # a 12-point curve whose rise sits between its first two points). Equal RSS is the
+            # contract there.
             continue
         assert got.converged[0] == expected.converged[0]
+
+
+def determined(x, reward, solution, r0):
+    """Whether the data determine B and C_mid at a solution: their standard errors
+    (``s^2 (J^T J)^-1`` at the solution) finite and smaller than the estimates themselves."""
+    from rlcurves.result import covariance
+
+    B, C_mid = math.exp(solution.log_B[0]), math.exp(solution.m[0])
+    A, R0 = float(solution.A[0]), float(solution.R0[0])
+    _, se, _ = covariance(
+        np.exp(x), reward, np.ones(x.size), A, B, C_mid, R0,
+        r0_fixed=r0 is not None, scale_by_residuals=True,
+    )  # fmt: skip
+    return se["B"] < B and se["C_mid"] < C_mid
 
 
 def property_like_curves(seed, k, n):
@@ -364,34 +387,110 @@ def fit_both_ways(*args, **kwargs):
     return (run(False) if taken else None), run(True)
 
 
+# The solver's stopping rule on the cost: Levenberg-Marquardt stops once a step gains at most
+# 1e-13 of the cost (rlcurves._kernels.solve_curve, ftol), then Gauss-Newton polishes.
+SOLVER_FTOL = 1e-13
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def same_words(got: str, want: str) -> bool:
+    """Two printed texts are the same but for a number rounded the other way at its last digit."""
+    if _NUMBER.split(got) != _NUMBER.split(want):
+        return False
+    for a, b in zip(_NUMBER.findall(got), _NUMBER.findall(want), strict=True):
+        if a != b:
+            mantissa = re.split("[eE]", b)[0]
+            decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+            exponent = int(re.split("[eE]", b)[1]) if re.search("[eE]", b) else 0
+            if abs(float(a) - float(b)) > 1.000001 * 10.0 ** (exponent - decimals):
+                return False
+    return True
+
+
 def assert_same_fit(fast, general):
+    """The compiled path's fit is the general path's fit, to the solver's own precision.
+
+    The two paths run the same algorithm but not the same floating-point operations (the
+    compiled one takes ``log(compute)`` from libm, the general one from numpy's SIMD log, which
+    differs in the last bit on some inputs and CPUs), so where the optimum is flat (B and C_mid
+    poorly identified) they may stop at points of the valley 1e-10 apart in the parameters
+    (issue 38). What they must share:
+
+    - everything that is not a number: which path raised what, the verdict, flags, window, data;
+    - the cost: RSS within ``SOLVER_FTOL`` of each other (the solver stops within that of the
+      optimum);
+    - what the cost identifies: the fitted curve on the data within ``2 sqrt(FTOL rss)`` in the
+      2-norm (near a least-squares optimum the cost's excess is ``|f - f*|^2``), and each
+      parameter within ``2 sqrt(FTOL dof)`` of its standard errors (the same bound through the
+      covariance ``s^2 (J^T J)^-1``); a parameter the data leave undetermined (infinite standard
+      error) is compared only through the curve;
+    - the covariance the fast path reports is the general path's formula at the fast path's
+      parameters (to 1e-9 of ``se_i se_j``);
+    - messages, warnings and ``summary()`` the same text, a printed number allowed to round the
+      other way at its last digit.
+    """
+    from rlcurves.result import covariance
+
     (got, got_warn), (want, want_warn) = fast, general
-    assert got_warn == want_warn
+    assert len(got_warn) == len(want_warn)
+    for (g_cat, g_msg, g_file), (w_cat, w_msg, w_file) in zip(got_warn, want_warn, strict=True):
+        assert (g_cat, g_file) == (w_cat, w_file) and same_words(g_msg, w_msg), (g_msg, w_msg)
     if isinstance(want, Exception):
         assert type(got) is type(want) and str(got) == str(want)
         return
-    assert list(got.params) == list(want.params) and list(got.stderr) == list(want.stderr)
-    for name in want.params:
-        assert got.params[name] == pytest.approx(want.params[name], rel=1e-12, abs=1e-300)
-        assert got.stderr[name] == pytest.approx(want.stderr[name], rel=1e-9, nan_ok=True)
-    np.testing.assert_allclose(got.covar, want.covar, rtol=1e-9)
-    assert got.rss == pytest.approx(want.rss, rel=1e-12)
-    same = ("n", "dof", "converged", "message", "method", "peak", "r0_fixed", "bounds")
+    same = ("n", "dof", "converged", "method", "r0_fixed", "bounds")
     same += ("absolute_sigma", "min_compute", "max_compute", "label", "units", "sigma")
     for attr in same:
         assert getattr(got, attr) == getattr(want, attr), attr
     for attr in ("compute", "reward", "window"):
         np.testing.assert_array_equal(getattr(got, attr), getattr(want, attr))
         assert getattr(got, attr).dtype == getattr(want, attr).dtype
-    assert got.summary() == want.summary() and repr(got) == repr(want)
+    for attr in ("message", "peak"):
+        assert same_words(getattr(got, attr), getattr(want, attr)), attr
+    assert same_words(got.summary(), want.summary()) and same_words(repr(got), repr(want))
+    # the cost, and the curve it identifies
+    assert abs(got.rss - want.rss) <= SOLVER_FTOL * want.rss + 1e-300
+    c = want.fit_compute
+    gap = np.linalg.norm(got.predict(c) - want.predict(c))
+    assert gap <= 2 * math.sqrt(SOLVER_FTOL * want.rss) + 1e-15, gap
+    # the parameters, in standard errors where the data determine them
+    assert list(got.params) == list(want.params) and list(got.stderr) == list(want.stderr)
+    room = 2 * math.sqrt(SOLVER_FTOL * want.dof)
+    for name, value in want.params.items():
+        se = want.stderr[name]
+        if math.isnan(se):  # fixed R0
+            assert got.params[name] == value, name
+        elif math.isfinite(se):
+            assert abs(got.params[name] - value) <= room * se + 1e-12 * abs(value), name
+    # the covariance: the general formula at the fast path's parameters
+    cov, se, _ = covariance(
+        c, want.fit_reward, np.ones(c.size), got.A, got.B, got.C_mid, got.R0,
+        r0_fixed=got.r0_fixed is not None, scale_by_residuals=True,
+    )  # fmt: skip
+    assert list(se) == list(got.stderr)
+    np.testing.assert_array_equal(np.isinf(got.covar), np.isinf(cov))
+    scale = np.sqrt(np.abs(np.outer(np.diag(cov), np.diag(cov))))
+    finite = np.isfinite(cov)
+    assert np.all(np.abs(got.covar[finite] - cov[finite]) <= 1e-9 * scale[finite] + 1e-300)
+    for name, value in se.items():
+        assert got.stderr[name] == pytest.approx(value, rel=1e-9, nan_ok=True), name
 
 
 @PROPERTY_SETTINGS
 @given(curves())
+# the curve Hypothesis shrank to on this machine when the general path's numpy log and the
+# compiled path's libm log differed in the last bit of one point (issue 38): a flat optimum
+@example(make_curve(1.5, 72, 3.2150599436942824, 0.5, 0.25, 1.0, 0.0, 0.015625, 0))
+# the unshrunk curve of the same failure (A 6e-10 apart with min_compute = its third point)
+@example(
+    make_curve(1.5, 72, 3.2150599436942824, 0.7010503479022224, 0.1032457531984656,
+               0.9882679495105092, 2.00001, 0.001, 77918)
+)  # fmt: skip
 def test_regression_the_compiled_fit_path_gives_the_general_paths_fit(curve):
     """fit_sigmoid's one-call compiled path (validation, solve, covariance, peak check) against
-    the general path it short-cuts: the same fit, message and warnings, free and fixed R0, with
-    and without a window (where it declines, an optimum on a bound, nothing is compared)."""
+    the general path it short-cuts: the same fit to the solver's precision (assert_same_fit
+    says what that means), free and fixed R0, with and without a window (where it declines, an
+    optimum on a bound, nothing is compared)."""
     compute, reward, _, _ = curve
     cases = [{}, {"r0": float(reward[0])}, {"min_compute": float(compute[2])}]
     for kw in cases:
@@ -551,3 +650,40 @@ def test_regression_a_read_only_install_imports_and_compiles_without_a_cache(tmp
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[True]", "0.5"], out
     assert "no writable folder to cache" in out.stderr and "NUMBA_CACHE_DIR" in out.stderr
+
+
+def test_same_words_allows_a_number_to_round_the_other_way_at_its_last_digit():
+    assert same_words("A = 0.4920 +- 0.013 (3.1e-05)", "A = 0.4921 +- 0.013 (3.1e-05)")
+    assert same_words("n 72, 3.2e-05", "n 72, 3.1e-05")
+    assert not same_words("A = 0.4920", "A = 0.4922")
+    assert not same_words("n 72", "n 74") and not same_words("B is poorly", "C is poorly")
+
+
+def test_hypothesis_examples_do_not_depend_on_imported_modules(tmp_path):
+    """Issue 38: Hypothesis mixes literals from the project's imported modules into its draws,
+    so a derandomized property test drew other curves once a CLI test had imported
+    rlcurves.cli. conftest.py pins that pool; importing a new module full of literals in the
+    strategies' ranges must leave the examples as they were."""
+    seen = []
+
+    @settings(max_examples=25, derandomize=True, database=None)
+    @given(curves())
+    def draw(curve):
+        seen.append(curve[1])
+
+    draw()
+    before, seen[:] = list(seen), []
+    module = tmp_path / "literals_for_hypothesis.py"
+    floats = ", ".join(f"{v:.6f}" for v in np.linspace(0.0013, 23.7, 400))
+    module.write_text(f"FLOATS = [{floats}]\nINTS = {list(range(12, 81))}\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import literals_for_hypothesis  # noqa: F401
+
+        draw()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("literals_for_hypothesis", None)
+    assert len(seen) == len(before)
+    for got, want in zip(seen, before, strict=True):
+        np.testing.assert_array_equal(got, want)

@@ -29,7 +29,7 @@ def restarted_clocks(draw):
     return clock, logged, starts
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@settings(max_examples=100)  # the rest is the profile's (conftest.py)
 @given(restarted_clocks())
 def test_repair_recovers_the_uninterrupted_clock(case):
     clock, logged, starts = case
@@ -41,7 +41,7 @@ def test_repair_recovers_the_uninterrupted_clock(case):
         assert report["rows"] == (len(clock) - starts[0] if starts else 0)
 
 
-@settings(max_examples=100, deadline=None, derandomize=True, database=None)
+@settings(max_examples=100)  # the rest is the profile's (conftest.py)
 @given(restarted_clocks(), st.randoms(use_true_random=False))
 def test_repair_does_not_depend_on_write_order_when_steps_are_known(case, rnd):
     clock, logged, _ = case
