@@ -453,15 +453,13 @@ def list_corpus(family: str | None = None) -> pd.DataFrame:
 
 def describe_corpus() -> pd.DataFrame:
     """One row per corpus family: ``family, model, task, code_base, metric, metric_kind, x_unit,
-    runs, sweeps`` (each ``name (knob): runs``), ``evaluations`` (fewest-most per run) and
-    ``source``."""
+    runs, sweeps`` (each sweep's name and its number of runs), ``knobs`` (what the sweeps vary),
+    ``evaluations`` (fewest-most per run) and ``source``."""
     runs = list_corpus()
     rows = []
     for fam, spec in _registry().items():
         mine = runs[runs["family"] == fam]
-        sweeps = "; ".join(
-            f"{name} ({sw['knob']}): {len(sw['runs'])}" for name, sw in spec["sweeps"].items()
-        )
+        sweeps = spec["sweeps"].values()
         rows.append(
             {
                 "family": fam,
@@ -472,7 +470,8 @@ def describe_corpus() -> pd.DataFrame:
                 "metric_kind": spec["metric_kind"],
                 "x_unit": spec["x_unit"],
                 "runs": len(mine),
-                "sweeps": sweeps,
+                "sweeps": ", ".join(f"{n} ({len(sw['runs'])})" for n, sw in spec["sweeps"].items()),
+                "knobs": "; ".join(dict.fromkeys(sw["knob"] for sw in sweeps)),
                 "evaluations": f"{mine['n'].min()}-{mine['n'].max()}",
                 "source": spec["source"],
             }

@@ -1,7 +1,8 @@
-"""Figure of the calibration corpus: every run normalised to its budget, one panel per family.
+"""The calibration corpus at a glance: a figure of every run normalised to its budget (one panel
+per family) and the README's table of the families.
 
 x is the fraction of the run's budget (its compute axis divided by where it stopped), y the metric
-as logged. Writes docs/figures/corpus_runs.png.
+as logged. Writes docs/figures/corpus_runs.png and prints the table.
 
 Run: python scripts/corpus_figure.py
 """
@@ -58,5 +59,24 @@ def main() -> Path:
     return OUT
 
 
+def family_table() -> str:
+    """The README's table: one row per family."""
+    lines = [
+        "| family | model | task | code base | metric | runs | sweeps (runs) | knobs | "
+        "evaluations per run | source (repository@commit) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, f in describe_corpus().iterrows():
+        metric = f["metric"]
+        repo, commit = f["source"].split("@")
+        lines.append(
+            f"| {f['family']} | {f['model']} | {f['task']} | {f['code_base']} | {metric} | "
+            f"{f['runs']} | {f['sweeps']} | {f['knobs']} | {f['evaluations']} | "
+            f"{repo}@{commit[:8]} |"
+        )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     print(f"wrote {main()}")
+    print(family_table())

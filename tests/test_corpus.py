@@ -155,3 +155,28 @@ def test_describe_corpus_is_one_row_per_family():
     assert list(table["family"]) == list(dict.fromkeys(listed["family"]))
     assert table["runs"].sum() == len(listed)
     assert (table.set_index("family")["metric_kind"]["gsm8k_trl_train"]) == "training reward"
+
+
+def test_readme_corpus_tables_are_what_the_scripts_print():
+    """The README's family table is scripts/corpus_figure.py's, and its whole-corpus calibration
+    table is `python -m benchmarks.calibration --corpus all`'s for the results it wrote."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text()
+    spec = importlib.util.spec_from_file_location(
+        "corpus_figure", root / "scripts" / "corpus_figure.py"
+    )
+    figure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure)
+    assert figure.family_table() in readme
+    from benchmarks.calibration import corpus_table
+
+    res = json.loads((root / "benchmarks" / "results" / "calibration_corpus.json").read_text())
+    listed = datasets.list_corpus()
+    assert res["families"] == listed.groupby("family", sort=False).size().to_dict()
+    kinds = dict(zip(listed["family"], listed["metric_kind"], strict=False))
+    lofo = [r for r in res["summary"] if r["split"] == "leave-one-family-out"]
+    assert corpus_table(lofo, kinds) in readme
