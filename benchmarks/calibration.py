@@ -27,7 +27,15 @@ trajectories (a centred moving average) with fresh noise of sd 0.002.
 ``--write-calibration`` recomputes the shipped calibration (rlcurves/data/calibration_corpus.json)
 before measuring. ``--quick`` runs a CI-sized subset.
 
-Run: python -m benchmarks.calibration [--quick] [--write-calibration]
+``--corpus all`` runs the real-run part on the **whole corpus** (every family of
+``rlcurves.datasets.list_corpus()``) with today's method: one calibration of every run, each
+family's runs forecast with the calibration of all the *other* families (leave-one-family-out)
+and with all runs but themselves (leave-one-run-out), fit on 25%, 50% and 75% of each run's
+compute. Its table counts a refusal (a prefix that cannot be fitted, or an unbounded interval) as
+a miss and reports the refusals; the median width is over the bounded intervals. Writes
+benchmarks/results/calibration_corpus.json.
+
+Run: python -m benchmarks.calibration [--quick] [--write-calibration] [--corpus all]
 """
 
 from __future__ import annotations
@@ -149,32 +157,53 @@ def single_family_errors(c, r, fraction) -> dict:
     return out
 
 
-def real_runs(quick: bool, seed: int = 0) -> list[dict]:
-    """Leave-one-run-out and leave-one-family-out records on the bundled real runs."""
-    corpus = load_corpus()
-    families = {f: [k for k, v in corpus.items() if v.attrs["family"] == f] for f in FAMILY_NAMES}
+def corpus_runs(families, qualify: bool = False) -> tuple[dict, dict[str, list[str]]]:
+    """The runs of ``families`` as calibrate's frames, and each family's run keys. ``qualify``
+    keys them ``family/run`` (run names repeat across families of the whole corpus)."""
+    corpus, members = {}, {}
+    for fam in families:
+        runs = load_corpus(fam)
+        keys = [f"{fam}/{name}" if qualify else name for name in runs]
+        corpus.update(zip(keys, runs.values(), strict=True))
+        members[fam] = keys
+    return corpus, members
+
+
+def real_runs(quick: bool, seed: int = 0, families=tuple(FAMILY_NAMES), qualify: bool = False):
+    """Leave-one-run-out and leave-one-family-out records on the corpus runs of ``families``.
+
+    Leave-one-family-out forecasts each family's runs with the calibration of every other family
+    (with two families, the other one). A prefix that cannot be fitted is recorded as a refusal
+    (``fit_failed`` says why; ``unbounded`` True, ``covered`` False), as is an unbounded interval
+    in the whole-corpus table."""
+    corpus, families = corpus_runs(families, qualify)
     if quick:  # a few runs of each family
         families = {f: names[:4] for f, names in families.items()}
         corpus = {k: corpus[k] for names in families.values() for k in names}
     # one calibration of every run; each split leaves out what it tests (tau is refitted)
-    cal_all = calibrate(corpus, name=CORPUS_NAME, seed=seed, progress=True)
-    cal_family = {f: cal_all.subset(names) for f, names in families.items()}
-    for f, cal in cal_family.items():
-        cal.corpus = f"{FAMILY_NAMES[f]} runs"
+    name = CORPUS_NAME if not qualify else f"corpus ({len(corpus)} runs, {len(families)} families)"
+    cal_all = calibrate(corpus, name=name, seed=seed, progress=True)
+    cal_family = {}
+    for f in families:
+        others = [k for g, names in families.items() if g != f for k in names]
+        cal_family[f] = cal_all.subset(others)
+        names = [FAMILY_NAMES.get(g, g) for g in families if g != f]
+        cal_family[f].corpus = f"{', '.join(names)} runs"
     records = []
     items = [(f, k) for f, names in families.items() for k in names]
     for fam, name in tqdm(items, desc="real runs", leave=False):
         frame = corpus[name]
         c, r = frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)
-        other = next(f for f in families if f != fam)
         splits = {
             "leave-one-run-out": cal_all.without(name),
-            "leave-one-family-out": cal_family[other],
+            "leave-one-family-out": cal_family[fam],
         }
         for fraction in FRACTIONS:
             try:
                 fit = fit_prefix(c, r, fraction)
-            except rlcurves.RLCurvesError:
+            except rlcurves.RLCurvesError as e:
+                for split in splits:
+                    records.append(refusal_record(split, fam, name, fraction, c, r, str(e)))
                 continue
             single = single_family_errors(c, r, fraction)
             for split, cal in splits.items():
@@ -193,6 +222,16 @@ def real_runs(quick: bool, seed: int = 0) -> list[dict]:
     return records, cal_all, families
 
 
+def refusal_record(split, family, run, fraction, c, r, why) -> dict:
+    """A forecast that could not be made (the prefix could not be fitted): a miss."""
+    nan = math.nan
+    return {"split": split, "family": family, "run": run, "fraction": fraction,
+            "calibrated_on": None, "sigmoid": nan, "power_law": nan,
+            "power_law_whole_prefix": nan, "forecast": nan, "lower": nan, "upper": nan,
+            "unbounded": True, "fit_failed": why, "observed": target_of(c, r), "covered": False,
+            "width": nan, "abs_error": nan, "info": {}}  # fmt: skip
+
+
 def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
     """Coverage with its Wilson interval, median width and errors, grouped by ``keys``."""
     groups: dict[tuple, list[dict]] = {}
@@ -203,6 +242,7 @@ def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
         n = len(recs)
         k = sum(r["covered"] for r in recs)
         lo, hi = wilson(k, n)
+        made = [r for r in recs if "fit_failed" not in r]
         row = dict(zip(keys, key, strict=True))
         row.update(
             n=n,
@@ -211,12 +251,15 @@ def summarize(records: list[dict], keys: tuple[str, ...]) -> list[dict]:
             wilson_low=lo,
             wilson_high=hi,
             unbounded=sum(r["unbounded"] for r in recs),
-            median_width=float(np.median([r["width"] for r in recs])),
-            median_abs_error=float(np.median([r["abs_error"] for r in recs])),
+            median_width=float(np.median([r["width"] for r in made])) if made else math.nan,
+            median_abs_error=float(np.median([r["abs_error"] for r in made])) if made else math.nan,
         )
         for m in ("sigmoid", "power_law", "power_law_whole_prefix"):
             if m in recs[0]:
-                row[f"median_abs_error_{m}"] = float(np.nanmedian([r[m] for r in recs]))
+                vals = [r[m] for r in recs]
+                row[f"median_abs_error_{m}"] = (
+                    float(np.nanmedian(vals)) if np.isfinite(vals).any() else math.nan
+                )
         rows.append(row)
     return rows
 
@@ -250,6 +293,116 @@ def pooled_table(rows: list[dict]) -> str:
             f"{r['median_width']:.3f} |"
         )
     return "\n".join(lines)
+
+
+# ---- the whole corpus ----------------------------------------------------------------------
+
+
+def corpus_summary(records: list[dict], split: str = "leave-one-family-out") -> list[dict]:
+    """Per family and pooled: at each fraction, runs, covered (a refusal counts as a miss),
+    refusals (a prefix that could not be fitted or an unbounded interval), the Wilson interval
+    of the coverage and the median width and absolute error of the bounded intervals."""
+    recs = [r for r in records if r["split"] == split]
+    groups: dict[tuple, list[dict]] = {}
+    for r in recs:
+        groups.setdefault((r["family"], r["fraction"]), []).append(r)
+        groups.setdefault(("pooled", r["fraction"]), []).append(r)
+    rows = []
+    for (fam, fraction), g in groups.items():
+        n = len(g)
+        refused = [r for r in g if r["unbounded"]]
+        bounded = [r for r in g if not r["unbounded"]]
+        k = sum(r["covered"] for r in bounded)
+        lo, hi = wilson(k, n)
+        rows.append(
+            {
+                "split": split,
+                "family": fam,
+                "fraction": fraction,
+                "runs": n,
+                "covered": k,
+                "coverage": k / n,
+                "wilson_low": lo,
+                "wilson_high": hi,
+                "refused": len(refused),
+                "fit_failed": sum("fit_failed" in r for r in g),
+                "coverage_of_bounded": k / len(bounded) if bounded else math.nan,
+                "median_width": float(np.median([r["width"] for r in bounded]))
+                if bounded
+                else math.nan,
+                "median_abs_error": float(np.median([r["abs_error"] for r in bounded]))
+                if bounded
+                else math.nan,
+            }
+        )
+    return rows
+
+
+def corpus_table(rows: list[dict], kinds: dict[str, str]) -> str:
+    """One line per family (and pooled): coverage at 25/50/75% of the budget with refusals as
+    misses, refusals, median width at half the budget."""
+    by = {(r["family"], r["fraction"]): r for r in rows}
+    fams = list(dict.fromkeys(r["family"] for r in rows if r["family"] != "pooled"))
+    calibrated = {
+        "leave-one-family-out": "calibrated on the other families",
+        "leave-one-run-out": "calibrated on every other run",
+    }[rows[0]["split"]]
+    lines = [
+        f"| tested on ({calibrated}) | metric | runs | 90% covered at 25% of the budget | "
+        "at 50% | at 75% | refused (25/50/75%) | median width at 50% |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for fam in [*fams, "pooled"]:
+        cells = []
+        for f in FRACTIONS:
+            r = by[(fam, f)]
+            cells.append(
+                f"{r['covered']}/{r['runs']} ({r['coverage']:.0%}; "
+                f"{r['wilson_low']:.0%}-{r['wilson_high']:.0%})"
+            )
+        refused = "/".join(str(by[(fam, f)]["refused"]) for f in FRACTIONS)
+        half = by[(fam, 0.5)]
+        lines.append(
+            f"| {fam} | {kinds.get(fam, 'all')} | {half['runs']} | {' | '.join(cells)} | "
+            f"{refused} | {half['median_width']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def whole_corpus(args) -> dict:
+    """The real-run part on every family of the corpus (``--corpus all``)."""
+    from rlcurves.datasets import list_corpus
+
+    t0 = time.perf_counter()
+    listed = list_corpus()
+    families = tuple(dict.fromkeys(listed["family"]))
+    kinds = dict(zip(listed["family"], listed["metric_kind"], strict=False))
+    real, cal_all, members = real_runs(args.quick, families=families, qualify=True)
+    out = {
+        "level": LEVEL,
+        "fractions": FRACTIONS,
+        "target": "mean of the evaluations over the last 10% of compute",
+        "families": {f: len(m) for f, m in members.items()},
+        "calibration_all": {"n": cal_all.n, "tau": cal_all.tau},
+        "tau_by_family": {f: cal_all.subset(m).tau for f, m in members.items()},
+        "summary": [
+            *corpus_summary(real, "leave-one-family-out"),
+            *corpus_summary(real, "leave-one-run-out"),
+        ],
+        "real_records": real,
+    }
+    for split in ("leave-one-family-out", "leave-one-run-out"):
+        print(f"\n{split}:")
+        print(corpus_table([r for r in out["summary"] if r["split"] == split], kinds))
+    print(f"\ntau fitted on each family alone: {out['tau_by_family']}; on all: {cal_all.tau:.4f}")
+    out["seconds"] = time.perf_counter() - t0
+    print(f"({out['seconds']:.0f} s)")
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / (args.out or ("calibration_corpus_quick.json" if args.quick
+                                   else "calibration_corpus.json"))  # fmt: skip
+    path.write_text(json.dumps(out, indent=1, default=float))
+    print(f"wrote {path}")
+    return out
 
 
 # ---- the misspecification term's form ------------------------------------------------------
@@ -482,11 +635,20 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=None, help="simulated runs per regime")
     ap.add_argument("--out", default=None, help="result file name (default calibration.json)")
     ap.add_argument(
+        "--corpus",
+        choices=("bundled", "all"),
+        default="bundled",
+        help="bundled: the shipped calibration's two families, every part of the study; all: "
+        "every corpus family, the real-run splits only (calibration_corpus.json)",
+    )
+    ap.add_argument(
         "--write-calibration",
         action="store_true",
         help=f"recompute the shipped calibration ({SHIPPED.name}) first",
     )
     args = ap.parse_args(argv)
+    if args.corpus == "all":
+        return whole_corpus(args)
     t0 = time.perf_counter()
     if args.write_calibration:
         cal = calibrate(load_corpus(), name=CORPUS_NAME, seed=0, progress=True)

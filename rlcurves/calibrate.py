@@ -87,25 +87,16 @@ _RECORD_COLUMNS = (
     "forecast",
     "observed",
 )
-# family -> (files, step column, metric column, description)
-FAMILIES = {
-    "gsm8k": (
-        ("deepgrpo_gsm8k_sweeps.csv", "deepgrpo_gsm8k_wallclock.csv"),
-        "step",
-        "12 verl runs of Qwen2.5-0.5B-Instruct on GSM8K (github.com/befocuss/Deep-GRPO)",
-    ),
-    "math": (
-        ("cs336_grpo_math_qwen25math15b.csv",),
-        "x",
-        "17 GRPO runs of Qwen2.5-Math-1.5B on MATH (a CS336 assignment-5 solution)",
-    ),
-}
+#: The corpus families the shipped calibration is made from (rlcurves.datasets.list_corpus()
+#: lists every family of the corpus; :func:`load_corpus` reads any of them).
+CALIBRATION_FAMILIES = ("gsm8k", "math")
 
 
 def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
-    """The bundled real-run corpus: one frame per distinct run (columns ``compute``, ``reward``).
+    """Corpus runs as one frame per distinct run (columns ``compute``, ``reward``).
 
-    Two families of finished RL runs, each file with its source in its header:
+    By default the two families the shipped calibration is made from, each file with its
+    source in its header:
 
     - ``"gsm8k"``: two W&B exports of verl runs (Qwen2.5-0.5B-Instruct RL on GSM8K, validation
       mean@1 every 5 steps, 365-898 evaluations) from github.com/befocuss/Deep-GRPO at commit
@@ -121,30 +112,32 @@ def load_corpus(family: str | None = None) -> dict[str, pd.DataFrame]:
 
     Parameters
     ----------
-    family : {"gsm8k", "math"}, optional
-        One family; default both (29 runs).
+    family : str, optional
+        One family of the corpus (``rlcurves.datasets.list_corpus()["family"]``: the two above
+        and the families added since); default the two above (29 runs).
     """
-    if family is not None and family not in FAMILIES:
-        raise RLCurvesError(f"unknown family {family!r}; choose one of {list(FAMILIES)} or None")
+    from .datasets import list_corpus
+    from .datasets import load_corpus as load_long
+
+    listed = list_corpus()
+    known = list(dict.fromkeys(listed["family"]))
+    if family is not None and family not in known:
+        raise RLCurvesError(
+            f"unknown family {family!r}; choose one of {known}, or None for the two the shipped "
+            f"calibration is made from {list(CALIBRATION_FAMILIES)}"
+        )
+    families = CALIBRATION_FAMILIES if family is None else (family,)
+    table = pd.concat([load_long(f) for f in families], ignore_index=True)
+    files = listed.set_index(["family", "run"])["file"]
     runs: dict[str, pd.DataFrame] = {}
-    for fam, (files, step, _) in FAMILIES.items():
-        if family is not None and fam != family:
-            continue
-        for filename in files:
-            with resources.files("rlcurves.data").joinpath("curves", filename).open("r") as fh:
-                df = pd.read_csv(fh, comment="#")
-            for name, g in df.groupby("run", sort=True):
-                if name in runs:
-                    continue
-                g = g.sort_values(step)
-                frame = pd.DataFrame(
-                    {
-                        "compute": g[step].to_numpy(float),
-                        "reward": g["metric"].to_numpy(float),
-                    }
-                )
-                frame.attrs.update(source=f"rlcurves/data/curves/{filename}", name=name, family=fam)
-                runs[str(name)] = frame
+    for (fam, name), g in table.groupby(["family", "run"], sort=False):
+        frame = pd.DataFrame(
+            {"compute": g["x"].to_numpy(float), "reward": g["metric"].to_numpy(float)}
+        )
+        frame.attrs.update(
+            source=f"rlcurves/data/curves/{files[(fam, name)]}", name=name, family=fam
+        )
+        runs[str(name)] = frame
     return runs
 
 

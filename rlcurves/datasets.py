@@ -1,13 +1,19 @@
-"""Example runs bundled with rlcurves, as DataFrames in read_log's canonical form.
+"""Runs bundled with rlcurves: example runs, and the corpus of real public RL runs.
 
 Each example has the columns ``compute`` (GPU-hours) and ``reward`` (validation pass rate), the
 original columns, and ``attrs`` saying where it came from. Examples whose name starts with
 ``simulated`` are NOT real training runs: they are drawn from the ScaleRL paper's parameters with
 realistic evaluation noise, and say so in ``attrs["description"]``.
+
+The **corpus** (:func:`list_corpus`, :func:`load_corpus`, :func:`describe_corpus`) is the set of
+finished public RL-for-LLM runs the forecasts are calibrated and checked on, grouped in families
+(one model x one task x one code base), each file with its source in its header.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from importlib import resources
 from pathlib import Path
 
@@ -323,3 +329,151 @@ def _load_run(name: str, compute: str | None) -> pd.DataFrame:
         if name in runs:
             df.attrs.update(cell=runs[name][0], seed=runs[name][1])
     return df
+
+
+# ---- the corpus of real public runs --------------------------------------------------------
+
+_CORPUS_REGISTRY = "corpus.json"
+#: Fewest evaluations a corpus run may have (shorter runs are left out of the files).
+MIN_CORPUS_POINTS = 12
+
+
+@functools.lru_cache(maxsize=1)
+def _registry() -> dict:
+    with resources.files("rlcurves.data").joinpath(_CORPUS_REGISTRY).open("r") as fh:
+        return json.load(fh)["families"]
+
+
+def _check_family(family: str | None) -> list[str]:
+    families = list(_registry())
+    if family is None:
+        return families
+    if family not in families:
+        raise RLCurvesError(
+            f"no corpus family {family!r}; the families are {families} (family=None reads them "
+            "all; rlcurves.datasets.describe_corpus() says what each holds)"
+        )
+    return [family]
+
+
+@functools.lru_cache(maxsize=1)
+def _corpus_table() -> tuple[pd.DataFrame, dict[tuple[str, str], str]]:
+    """Every corpus run's evaluations (family, run, x, metric) and the file of each run. A run
+    that two files of a family both hold is read from the first (the gsm8k budget file repeats
+    one run of the sweep file)."""
+    frames, files = [], {}
+    for family, spec in _registry().items():
+        for entry in spec["files"]:
+            path = resources.files("rlcurves.data").joinpath("curves", entry["file"])
+            with path.open("r") as fh:
+                df = pd.read_csv(fh, comment="#")
+            for run, g in df.groupby("run", sort=True):
+                if (family, str(run)) in files:
+                    continue
+                files[(family, str(run))] = entry["file"]
+                g = g.sort_values(entry["x"], kind="stable")
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "family": family,
+                            "run": str(run),
+                            "x": g[entry["x"]].to_numpy(float),
+                            "metric": g[entry["metric"]].to_numpy(float),
+                        }
+                    )
+                )
+    return pd.concat(frames, ignore_index=True), files
+
+
+def load_corpus(family: str | None = None) -> pd.DataFrame:
+    """The corpus's evaluations in long format: one row per evaluation of a run.
+
+    Columns ``family``, ``run`` (unique within its family), ``x`` (the run's compute axis as
+    logged: its unit is ``list_corpus()``'s ``x_unit``, a training step for every family today)
+    and ``metric`` (the value as logged: a pass rate or accuracy in [0, 1]; ``metric_kind`` in
+    :func:`list_corpus` says whether it is a validation metric or the training reward). Families
+    come in the registry's order (``rlcurves/data/corpus.json``), runs in name order within each
+    file, each run's rows by increasing ``x``. For one run as a ``compute``/``reward`` frame::
+
+        df = load_corpus("math")
+        run = df[df["run"] == "lr3e-5"].rename(columns={"x": "compute", "metric": "reward"})
+
+    Parameters
+    ----------
+    family : str, optional
+        One family (``list_corpus()["family"].unique()``); default every family.
+    """
+    families = _check_family(family)
+    table, _ = _corpus_table()
+    out = table[table["family"].isin(families)].reset_index(drop=True)
+    return out.copy()
+
+
+def list_corpus(family: str | None = None) -> pd.DataFrame:
+    """One row per corpus run: what it is, where it came from and how long it ran.
+
+    Columns: ``family``; ``run``; ``source`` (the public repository and commit it was taken
+    from); ``file`` (the bundled file under ``rlcurves/data/curves/``, whose header states the
+    provenance in full); ``metric`` (what was measured); ``metric_kind`` (``"validation"``, or
+    ``"training reward"`` where the source logged nothing else); ``x_unit``; ``n`` (evaluations);
+    ``budget`` (the run's last ``x``: where it stopped); ``sweep`` (the sweeps the run belongs to,
+    ``"family/sweep"`` joined by ``"; "``, or None: a sweep is a set of runs of one setup that
+    differ in one knob, the kind :class:`rlcurves.Race` is for).
+
+    Parameters
+    ----------
+    family : str, optional
+        One family; default every family.
+    """
+    families = _check_family(family)
+    table, files = _corpus_table()
+    stats = table.groupby(["family", "run"], sort=False)["x"].agg(["size", "max"])
+    rows = []
+    for (fam, run), st in stats.iterrows():
+        if fam not in families:
+            continue
+        spec = _registry()[fam]
+        sweeps = [f"{fam}/{name}" for name, sw in spec["sweeps"].items() if run in sw["runs"]]
+        rows.append(
+            {
+                "family": fam,
+                "run": run,
+                "source": spec["source"],
+                "file": files[(fam, run)],
+                "metric": spec["metric"],
+                "metric_kind": spec["metric_kind"],
+                "x_unit": spec["x_unit"],
+                "n": int(st["size"]),
+                "budget": float(st["max"]),
+                "sweep": "; ".join(sweeps) or None,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def describe_corpus() -> pd.DataFrame:
+    """One row per corpus family: ``family, model, task, code_base, metric, metric_kind, x_unit,
+    runs, sweeps`` (each sweep's name and its number of runs), ``knobs`` (what the sweeps vary),
+    ``evaluations`` (fewest-most per run) and ``source``."""
+    runs = list_corpus()
+    rows = []
+    for fam, spec in _registry().items():
+        mine = runs[runs["family"] == fam]
+        sweeps = spec["sweeps"].values()
+        rows.append(
+            {
+                "family": fam,
+                "model": spec["model"],
+                "task": spec["task"],
+                "code_base": spec["code_base"],
+                "metric": spec["metric"],
+                "metric_kind": spec["metric_kind"],
+                "x_unit": spec["x_unit"],
+                "runs": len(mine),
+                "sweeps": ", ".join(f"{n} ({len(sw['runs'])})" for n, sw in spec["sweeps"].items()),
+                "knobs": "; ".join(dict.fromkeys(sw["knob"] for sw in sweeps)),
+                "evaluations": f"{mine['n'].min()}-{mine['n'].max()}",
+                "source": spec["source"],
+            }
+        )
+    return pd.DataFrame(rows)
