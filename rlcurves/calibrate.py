@@ -236,6 +236,19 @@ class Calibration:
         The misspecification scale in reward units (fitted on ``records``).
     scores, scores_one : numpy.ndarray
         ``|error| / sqrt(V)`` of the level and of one evaluation.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> from rlcurves.calibrate import default_calibration
+    >>> cal = default_calibration()  # the bundled 29 runs
+    >>> cal.n, round(cal.max_level, 3)
+    (29, 0.967)
+    >>> mine = cal.without(cal.runs[0])  # e.g. leave one run out
+    >>> fc = rlcurves.forecast(fit, 16_000, calibration=mine, progress=False)
     """
 
     records: pd.DataFrame
@@ -543,6 +556,14 @@ def calibrate(
         Pass it to ``rlcurves.forecast(fit, at, calibration=...)``. Its ``n`` is the number of
         runs; the 90% interval needs at least 9 of them (a level above ``n / (n + 1)`` is
         unbounded).
+
+    Examples
+    --------
+    >>> from rlcurves.calibrate import load_corpus
+    >>> runs = load_corpus("gsm8k")  # finished runs: name -> frame with compute, reward
+    >>> cal = rlcurves.calibrate(runs, fractions=(0.5,), n_boot=50, progress=False)
+    >>> cal.n, round(cal.max_level, 3)
+    (12, 0.923)
     """
     if isinstance(runs, pd.DataFrame):
         missing = {run, compute, reward} - set(runs.columns)

@@ -4,6 +4,14 @@ Each example has the columns ``compute`` (GPU-hours) and ``reward`` (validation 
 original columns, and ``attrs`` saying where it came from. Examples whose name starts with
 ``simulated`` are NOT real training runs: they are drawn from the ScaleRL paper's parameters with
 realistic evaluation noise, and say so in ``attrs["description"]``.
+
+Examples
+--------
+>>> "simulated_scalerl_8b" in rlcurves.datasets.list_examples()
+True
+>>> df = rlcurves.datasets.load_example("recipe_loo_scalerl", compute="tokens_total")
+>>> df.attrs["compute"]["unit"], df.attrs["simulated"]
+('tokens_total (as logged)', False)
 """
 
 from __future__ import annotations

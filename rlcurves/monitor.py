@@ -145,6 +145,16 @@ class MonitorReport:
         Evaluations since then.
     notes : list of str
         What the reader cleaned, a half-written last line waited for, and similar.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("recipe_loo_pipeline_rl", compute="tokens_total")
+    >>> mon = rlcurves.Monitor(budget=1_325_666, baseline=0.46, n_samples=200)
+    >>> report = mon.update(df["compute"], df["reward"])
+    >>> report.stop, report.advice
+    (True, 'unlikely to beat the baseline')
+    >>> sorted(report.metrics())[:3]
+    ['forecast/A', 'forecast/advice_code', 'forecast/budget']
     """
 
     advice: str
@@ -408,9 +418,14 @@ class Monitor:
 
     Examples
     --------
-    >>> mon = Monitor(budget=1.3e6, baseline="runs/baseline/log.jsonl")          # doctest: +SKIP
-    >>> report = mon.update(step * tokens_per_step, eval_reward)                 # doctest: +SKIP
-    >>> if report.stop: ...                                                      # doctest: +SKIP
+    >>> df = rlcurves.datasets.load_example("recipe_loo_pipeline_rl", compute="tokens_total")
+    >>> mon = rlcurves.Monitor(budget=1_325_666, baseline=0.46, n_samples=200)
+    >>> report = mon.update(df["compute"][:10], df["reward"][:10])  # the first ten evaluations
+    >>> report.advice
+    'continue'
+    >>> report = mon.update(df["compute"][10:], df["reward"][10:])  # the rest, as they arrive
+    >>> report.advice in rlcurves.monitor.ADVICE
+    True
     """
 
     def __init__(

@@ -207,6 +207,19 @@ class RaceReport:
         How many window backtests of the sweep's runs ``tau`` was refitted on (0: none yet, a
         run needs 7 evaluations in the first half of its window, so ``tau`` is the
         calibration's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> race = rlcurves.Race(budget=200)
+    >>> steps = np.arange(10, 121, 10)
+    >>> race.update("a", steps, rlcurves.sigmoid(steps, 0.8, 2.0, 60, 0.1))
+    >>> race.update("b", steps, rlcurves.sigmoid(steps, 0.4, 2.0, 60, 0.1))
+    >>> report = race.report()
+    >>> report.leader
+    'a'
+    >>> list(report.table.columns[:3])
+    ['run', 'runs', 'status']
     """
 
     stop: list[str]
@@ -380,10 +393,24 @@ class Race:
 
     Examples
     --------
-    >>> race = Race(budget=200, tolerance=0.01)                                   # doctest: +SKIP
-    >>> race.update("lr3e-5", step, val_accuracy)                                 # doctest: +SKIP
-    >>> report = race.report(); report.stop                                        # doctest: +SKIP
-    ['lr5e-6', 'lr1e-5']
+    >>> import numpy as np
+    >>> race = rlcurves.Race(budget=200)
+    >>> steps = np.arange(10, 201, 10)
+    >>> rng = np.random.default_rng(0)
+    >>> for name, ceiling in [("lr1e-5", 0.8), ("lr3e-5", 0.78), ("lr1e-4", 0.4)]:
+    ...     noise = rng.normal(0, 0.01, steps.size)
+    ...     reward = rlcurves.sigmoid(steps, ceiling, 2.0, 60, 0.1) + noise
+    ...     race.update(name, steps[:12], reward[:12])  # 60% of the budget so far
+    ...
+    >>> report = race.report()  # who to stop now, and why
+    >>> report.stop
+    []
+    >>> for row in report.table.itertuples():
+    ...     print(row.run, "|", row.advice)
+    ...
+    lr1e-5 | leader
+    lr3e-5 | continue
+    lr1e-4 | continue
     """
 
     def __init__(

@@ -20,6 +20,12 @@ def describe_log(df: pd.DataFrame) -> str:
     str
         Lines such as ``reward: 'val_pass_rate' (detected ...)`` and one line per cleaning step
         that changed something.
+
+    Examples
+    --------
+    >>> df = rlcurves.read_log("example:recipe_loo_scalerl")
+    >>> print(rlcurves.describe_log(df).splitlines()[2])
+      compute [GPU-hours]: GPU-hours column 'gpu_hours'
     """
     runs = df.attrs.get("runs")
     if not runs:
