@@ -77,3 +77,18 @@ html_show_sourcelink = False
 html_theme_options = {"navigation_with_keys": True}
 nitpicky = False
 linkcheck_ignore = [r"https?://.*"]  # `make docs` checks the links inside the site only
+
+
+def _module_sections_as_rubrics(app, what, name, obj, options, lines) -> None:
+    """numpydoc leaves module docstrings alone: their "Examples" headings would become sections
+    (and duplicate labels across the module pages); render them as numpydoc renders a function's."""
+    if what != "module":
+        return
+    for i in range(len(lines) - 1):
+        title, rule = lines[i], lines[i + 1]
+        if title.strip() and rule.strip() and set(rule.strip()) == {"-"} and len(rule) >= len(title):
+            lines[i], lines[i + 1] = f".. rubric:: {title.strip()}", ""
+
+
+def setup(app) -> None:
+    app.connect("autodoc-process-docstring", _module_sections_as_rubrics)

@@ -191,6 +191,11 @@ def backtest(
     -------
     Backtest
 
+    Raises
+    ------
+    RLCurvesError
+        ``fractions`` outside (0, 1), or no prefix with enough points to fit.
+
     Examples
     --------
     >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward

@@ -557,6 +557,12 @@ def calibrate(
         runs; the 90% interval needs at least 9 of them (a level above ``n / (n + 1)`` is
         unbounded).
 
+    Raises
+    ------
+    RLCurvesError
+        Fewer than two runs, ``fractions`` outside (0, 1), a frame without the named columns,
+        or runs too short to score.
+
     Examples
     --------
     >>> from rlcurves.calibrate import load_corpus

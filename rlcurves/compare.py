@@ -731,6 +731,12 @@ def compare(
     -------
     Comparison
 
+    Raises
+    ------
+    RLCurvesError
+        Fewer than two variants, a ``baseline`` that is not one of them, or a variant's data
+        that cannot be fitted (the message names the variant).
+
     Examples
     --------
     >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward

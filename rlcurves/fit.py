@@ -569,6 +569,12 @@ def fit_sigmoid_batch(
     pandas.DataFrame
         One row per curve: ``A, B, C_mid, R0, rss, converged``.
 
+    Raises
+    ------
+    RLCurvesError
+        ``rewards`` that is not 2-D, a ``compute`` grid of another shape, negative compute,
+        or NaN/inf values.
+
     Examples
     --------
     >>> import numpy as np

@@ -194,6 +194,12 @@ def forecast(
     -------
     Forecast
 
+    Raises
+    ------
+    RLCurvesError
+        An unknown ``method``, or ``at`` that is not finite compute >= 0; a ``level`` the
+        calibration cannot support is not an error: the forecast is then ``unbounded`` and says so.
+
     Examples
     --------
     >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward

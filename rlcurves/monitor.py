@@ -416,6 +416,13 @@ class Monitor:
     label : str, optional
         Name of the run in reports.
 
+    Raises
+    ------
+    RLCurvesError
+        A non-positive ``budget``, ``level`` outside (0, 1), a rule or threshold out of range,
+        or a ``baseline`` it cannot read (a path, a number, draws or a forecast); ``update``
+        raises on compute and reward of different lengths or non-numeric values.
+
     Examples
     --------
     >>> df = rlcurves.datasets.load_example("recipe_loo_pipeline_rl", compute="tokens_total")

@@ -436,6 +436,11 @@ def compare_models(
     -------
     ModelComparison
 
+    Raises
+    ------
+    RLCurvesError
+        ``fit_fraction`` outside (0, 1), no points in the window, or none after the split.
+
     Examples
     --------
     >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward

@@ -391,6 +391,13 @@ class Race:
         (default 1: a sweep of a few runs moves tau most of the way to its own; 0.5 and 2 gave
         the same winners kept and compute within 2 points on the drawn sweeps).
 
+    Raises
+    ------
+    RLCurvesError
+        A non-positive ``budget``, ``alpha`` outside [0, 1), a negative ``tolerance``, ``level``
+        outside (0, 1) or another setting out of range; ``update`` raises on compute and
+        reward of different lengths, ``fail`` and ``end`` on a run the race does not hold.
+
     Examples
     --------
     >>> import numpy as np

@@ -263,6 +263,12 @@ def read_logs(
     Same arguments as :func:`read_log`, applied to every run; ``run`` may be a list with one
     name per path. Runs must share a compute unit (all GPU-hours or all FLOPs).
 
+    Raises
+    ------
+    RLCurvesError
+        No paths, a path that is neither a log nor a folder of logs, ``run=`` names that do
+        not match the paths, or any error :func:`read_log` raises for one of them.
+
     Examples
     --------
     >>> seeds = ["example:recipe_cpu_demo_seed0", "example:recipe_cpu_demo_seed1"]

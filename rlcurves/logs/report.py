@@ -21,6 +21,11 @@ def describe_log(df: pd.DataFrame) -> str:
         Lines such as ``reward: 'val_pass_rate' (detected ...)`` and one line per cleaning step
         that changed something.
 
+    Raises
+    ------
+    RLCurvesError
+        A frame that ``read_log`` did not return (no ``attrs`` to describe).
+
     Examples
     --------
     >>> df = rlcurves.read_log("example:recipe_loo_scalerl")

@@ -38,6 +38,12 @@ def read_wandb_run(
     DataFrame
         As :func:`rlcurves.read_log`, ``attrs["format"] == "wandb-api"``.
 
+    Raises
+    ------
+    RLCurvesError
+        ``wandb`` is not installed (and no ``api`` was passed), or the run's history is
+        empty for the keys asked.
+
     Examples
     --------
     >>> class Run:  # stands in for wandb.Api().run(path): the same two members
