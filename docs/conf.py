@@ -36,7 +36,8 @@ extensions = [
 root_doc = "index"
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
-source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb", ".rst": "restructuredtext"}
+# .rst first: autosummary writes its generated stubs (reST) with the first suffix
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # the notebooks' markdown opens with level-2 headings
