@@ -19,7 +19,7 @@ import rlcurves  # noqa: E402
 
 project = "rlcurves"
 author = "the rlcurves authors"
-copyright = "2025, the rlcurves authors"  # noqa: A001
+copyright = "2025, the rlcurves authors"
 release = version = rlcurves.__version__
 
 extensions = [
@@ -64,7 +64,7 @@ autosummary_imported_members = True
 autodoc_default_options = {"members": True, "inherited-members": False, "show-inheritance": False}
 autodoc_typehints = "none"  # numpydoc's Parameters section says the types
 autodoc_member_order = "bysource"
-autodoc_inherit_docstrings = False  # a framework's own docstrings (Ray Tune's) are not ours to render
+autodoc_inherit_docstrings = False  # not a framework's own docstrings (Ray Tune's)
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_xref_param_type = False
@@ -87,7 +87,8 @@ def _module_sections_as_rubrics(app, what, name, obj, options, lines) -> None:
         return
     for i in range(len(lines) - 1):
         title, rule = lines[i], lines[i + 1]
-        if title.strip() and rule.strip() and set(rule.strip()) == {"-"} and len(rule) >= len(title):
+        underlined = rule.strip() and set(rule.strip()) == {"-"} and len(rule) >= len(title)
+        if title.strip() and underlined:
             lines[i], lines[i + 1] = f".. rubric:: {title.strip()}", ""
 
 
