@@ -4,20 +4,9 @@
 ``update_from(path)``), refits after every new evaluation and returns a :class:`MonitorReport`:
 the forecast at the budget with its interval, the compute to reach a target, whether the run has
 peaked and, given a baseline, the probability of ending above it at the budget, with one advice
-line. It is a consumer of the library's data path (:func:`rlcurves.read_log`,
-:func:`rlcurves.fit_sigmoid`, :func:`rlcurves.forecast`, ``SigmoidFit.compute_to_reach``), not a
-second implementation of it, and its advice comes from :mod:`rlcurves.decide` (the one decision
-module): every probability from the forecast's predictive distribution (the draws the printed
-interval comes from), the stop thresholds measured on finished real runs
-(:data:`rlcurves.decide.DEFAULT_RULE`), and a stop advice given only once it has held on two
-consecutive refits (:class:`rlcurves.decide.Hysteresis`). A refit is the exact start-free solver,
-a calibrated bootstrap forecast and the peak test: 0.05-0.15 s per evaluation on the corpus runs
-(500 resamples, 2 shared CPU cores; ``python -m benchmarks.monitor_replay`` reports it), so no
-warm start is needed for evaluations minutes apart. ``n_samples`` trades that time against the
-forecast's resolution.
-
-The advice is one of :data:`ADVICE`. It never says stop (``unlikely ...`` or ``peaked``) before
-the fit is identified (:func:`identified`): until then it is ``"too early to tell"``.
+line from :mod:`rlcurves.decide` (one of :data:`ADVICE`). It never says stop before the fit is
+identified (:func:`identified`): until then it is ``"too early to tell"``.
+:func:`live_forecast_record` is the record a trainer of your own merges into its log.
 """
 
 from __future__ import annotations
