@@ -25,7 +25,6 @@ release = version = rlcurves.__version__
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.viewcode",
     "numpydoc",
     "myst_nb",
     "sphinxarg.ext",
@@ -45,6 +44,7 @@ suppress_warnings = ["myst.header"]  # the notebooks' markdown opens with level-
 # the notebooks: rendered from their committed outputs (executed by nbmake in CI), never here
 nb_execution_mode = "off"
 nb_merge_streams = True
+nb_output_stderr = "remove"  # library warnings and progress bars of the run that saved them
 
 
 def _copy_notebooks() -> None:
