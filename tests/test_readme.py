@@ -303,3 +303,24 @@ def test_monitor_replay_page_tables_are_what_the_benchmark_printed():
     both = res["replay"]["run"]["all"]
     assert both["winners"] >= 100 and both["winners_stopped"] <= 0.05 * both["winners"]
     assert both["losers_stopped"] >= 0.5 * both["losers"]
+
+
+def test_readme_numbers_link_to_the_page_and_script_behind_them():
+    """Issue 45: the README is a front page; each number it keeps stands in its table of measured
+    claims with a link to the documentation page that gives the tables behind it (where every
+    number of the row appears) and the script that measured it (which exists)."""
+    section = README.split("## What has been measured", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) >= 5
+    for row in rows:
+        claim, numbers, page, scripts = (cell.strip() for cell in row.strip("| ").split(" | "))
+        link = re.search(r"\]\((docs/[^)]+\.md)\)", page)
+        assert link, f"no docs page linked for: {claim}"
+        text = " ".join((ROOT / link.group(1)).read_text(encoding="utf-8").split())
+        for number in re.findall(r"\d(?:[\d,.]*\d)?(?:%|x\b| ms\b)?", numbers):
+            assert number in text, f"{claim}: {number} is not on {link.group(1)}"
+        for script in re.findall(r"`([^`]+)`", scripts):
+            assert (ROOT / script.split()[0]).exists(), script
+    for link in re.findall(r"\]\(((?:docs|recipe|notebooks)/[^)#]+)\)", README):
+        assert (ROOT / link).exists(), f"README links to a missing file: {link}"
+    assert len(README.splitlines()) <= 200
