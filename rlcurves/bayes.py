@@ -63,6 +63,15 @@ class Prior:
 
     ``low, high`` bound the uniform kinds; ``mu, sd`` set the normal kinds (lognormal: of the
     log). Any kind may also carry ``low``/``high`` as a hard support.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid("compute", "reward", data=df, min_compute=1500)
+    >>> prior = rlcurves.Prior("normal", mu=0.6, sd=0.05)  # a belief about the ceiling A
+    >>> post = fit.posterior(priors={"A": prior}, seed=0, progress=False, target_ess=400)
+    >>> post.priors["A"]
+    Prior(kind='normal', low=-inf, high=inf, mu=0.6, sd=0.05)
     """
 
     kind: Literal["uniform", "loguniform", "normal", "lognormal"]
@@ -168,6 +177,17 @@ class Posterior:
         after burn-in: a quarter of tau, which keeps all but ~0.5% of the effective samples and
         makes each convergence check cost the same at any chain length. ``samples`` and
         ``chains`` hold every step.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid("compute", "reward", data=df, min_compute=1500)
+    >>> post = fit.posterior(seed=0, progress=False, target_ess=400)
+    >>> post.converged
+    True
+    >>> ci = post.ci(0.9).set_index("parameter")
+    >>> bool(ci.loc["A", "lower"] < fit.A < ci.loc["A", "upper"])
+    True
     """
 
     samples: pd.DataFrame

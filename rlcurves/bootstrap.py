@@ -120,6 +120,15 @@ class BootstrapResult:
         Residual standard deviation of the fit (unweighted units), used for prediction bands.
     bounds : tuple
         Range of the metric, ``(low, high)`` (e.g. ``(0, 1)`` for a pass rate), for clipping.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid("compute", "reward", data=df, min_compute=1500)
+    >>> boot = fit.bootstrap(200, kind="ar1", seed=0, progress=False)
+    >>> ci = boot.ci(0.9).set_index("parameter")
+    >>> bool(ci.loc["A", "lower"] < fit.A < ci.loc["A", "upper"])
+    True
     """
 
     samples: pd.DataFrame

@@ -1,47 +1,18 @@
-"""Forecast intervals calibrated on finished runs: misspecification in reward units, runs as the
-exchangeable units, split-conformal on top.
+"""Forecast intervals calibrated on finished runs.
 
-A bootstrap of one run's residuals cannot see what happens past its fit window: slow creep, a
-plateau below the fitted ceiling, a sag. That has to come from other runs. For each finished run
-and each fit fraction ``f`` (20%, 30%, ..., 80% of its compute) we fit the first ``f``, forecast
-the run's **level** at its end (the mean of its evaluations over the last 10% of compute; the
-model-averaged forecast of :mod:`rlcurves.ensemble`) and record the error and the parts of the
-predictive variance
+For each finished run and each fit fraction, the run's first part is fitted and its **level** at
+its end (the mean of its evaluations over the last 10% of compute) forecast; the errors against
+the predictive variance ``V = fit_var + mix_var + noise_var + tau^2 d`` give the
+misspecification scale ``tau`` (reward units; ``d`` the distance past the fit window in log
+compute) and the scores ``|error| / sqrt(V)`` whose run-weighted conformal quantile scales the
+interval. Runs are the exchangeable units: ``n`` runs support levels up to ``n / (n + 1)``.
 
-    V = fit_var + mix_var + noise_var + tau^2 * d,
-
-``fit_var`` the spread of the sigmoid's AR(1) bootstrap at the target, ``mix_var`` the spread of
-the sigmoid/power-law mixture (``w_s w_p (m_p - m_s)^2``), ``noise_var`` the noise of the level (a
-mean of ``k`` AR(1) evaluations with the run's residual sd and autocorrelation), and ``tau^2 d``
-the **misspecification in reward units**: ``d`` is the distance of the target past the fit
-window in natural-log compute (``max(0, ln(C / C_fit_max))``) and ``tau`` one number in reward
-units, fitted by maximum likelihood (Student t, 5 degrees of freedom, each run weighted
-equally) on the calibration runs. It does not shrink when a metric is more precise or smoothed
-(the old term, ``noise_sd^2 * d``, did: 58-72% coverage in those regimes). Its form: a departure
-from the fitted curves that wanders like a random walk in log compute; on the two bundled
-families the binned excess variance grows linearly in ``d`` and the linear form predicts the
-other family at least as well as ``sqrt(d)``, ``d^1.5`` or ``d^2``
-(``python -m benchmarks.calibration``, the misspecification table).
-
-The score is ``|error| / sqrt(V)``. **Runs are the exchangeable units**: a run's scores at its
-several fractions are correlated, so each run has weight 1, spread over its scores, and the
-conformal quantile at ``level`` is the smallest ``q`` with ``sum_runs F_run(q) / (n + 1) >=
-level`` (``n`` runs; the pooled-CDF rule of Dunn, Wasserman and Ramdas, 2022). Levels above
-``n / (n + 1)`` cannot be supported: the forecast is then ``unbounded`` and says so. The one
-evaluation interval has its own scores (the run's last evaluation against the combined curve,
-the level's noise replaced by one evaluation's).
-
-tau differs between families of runs (0.009 on the GSM8K runs, 0.025 on the MATH runs). Runs
-that are still running can tell their own: :func:`window_records` backtests a run within the
-window it has (fit the first 50% and 70% of its compute so far, score the forecast of its level
-now, as a finished run is scored), and :meth:`Calibration.tau_with` refits tau on such records
-with the calibration as a prior worth a given number of runs. :class:`rlcurves.Race` does this
-for the runs of a sweep.
-
-The library ships the records of the bundled corpus (:func:`load_corpus`: 12 GSM8K runs and 17
-MATH runs), recomputed by ``python -m benchmarks.calibration --write-calibration``.
-``calibrate(runs)`` recomputes them from a user's own finished runs; pass the result to
-:func:`rlcurves.forecast` (``calibration=``).
+:func:`calibrate` does this on a user's finished runs (pass the result to
+:func:`rlcurves.forecast` as ``calibration=``); :func:`default_calibration` is the shipped one,
+from the bundled corpus (:func:`load_corpus`: 12 GSM8K runs, 17 MATH runs);
+:func:`window_records` and :meth:`Calibration.tau_with` let running runs refit tau on their own
+windows (as :class:`rlcurves.Race` does). How it was built and measured: the design notes
+(``docs/design/calibrate.md``) and ``python -m benchmarks.calibration``.
 """
 
 from __future__ import annotations
@@ -229,6 +200,19 @@ class Calibration:
         The misspecification scale in reward units (fitted on ``records``).
     scores, scores_one : numpy.ndarray
         ``|error| / sqrt(V)`` of the level and of one evaluation.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> from rlcurves.calibrate import default_calibration
+    >>> cal = default_calibration()  # the bundled 29 runs
+    >>> cal.n, round(cal.max_level, 3)
+    (29, 0.967)
+    >>> mine = cal.without(cal.runs[0])  # e.g. leave one run out
+    >>> fc = rlcurves.forecast(fit, 16_000, calibration=mine, progress=False)
     """
 
     records: pd.DataFrame
@@ -536,6 +520,20 @@ def calibrate(
         Pass it to ``rlcurves.forecast(fit, at, calibration=...)``. Its ``n`` is the number of
         runs; the 90% interval needs at least 9 of them (a level above ``n / (n + 1)`` is
         unbounded).
+
+    Raises
+    ------
+    RLCurvesError
+        Fewer than two runs, ``fractions`` outside (0, 1), a frame without the named columns,
+        or runs too short to score.
+
+    Examples
+    --------
+    >>> from rlcurves.calibrate import load_corpus
+    >>> runs = load_corpus("gsm8k")  # finished runs: name -> frame with compute, reward
+    >>> cal = rlcurves.calibrate(runs, fractions=(0.5,), n_boot=50, progress=False)
+    >>> cal.n, round(cal.max_level, 3)
+    (12, 0.923)
     """
     if isinstance(runs, pd.DataFrame):
         missing = {run, compute, reward} - set(runs.columns)

@@ -88,6 +88,15 @@ class Crossover:
         The variant ahead before and after the crossing.
     within : (float, float)
         The compute range searched.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fast = df.assign(reward=rlcurves.sigmoid(df["compute"], 0.55, 2.5, 1500, 0.3))
+    >>> cmp = rlcurves.compare({"recipe": df, "fast": fast}, baseline="recipe", n_samples=200)
+    >>> cross = cmp.crossover("recipe", "fast")
+    >>> print(str(cross).split(" (")[0])
+    recipe overtakes fast at C = 4,500 [4,241, 4,711]
     """
 
     compute: float
@@ -165,6 +174,16 @@ class Comparison:
         estimates (:func:`rlcurves.runs.welch_difference`; ``basis`` says so); otherwise from
         the draws of one run each (``basis`` "run-level": evaluation noise only, seed-to-seed
         variation is not in the interval).
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fast = df.assign(reward=rlcurves.sigmoid(df["compute"], 0.55, 2.5, 1500, 0.3))
+    >>> cmp = rlcurves.compare({"recipe": df, "fast": fast}, baseline="recipe", n_samples=200)
+    >>> print(cmp.summary().splitlines()[0])
+    [[Comparison]] baseline recipe, 90% intervals from 200 bootstrap draws per variant
+    >>> round(float(cmp.p_ahead("recipe", "fast", at=16_000)), 2)
+    1.0
     """
 
     fits: dict[str, SigmoidFit]
@@ -711,6 +730,20 @@ def compare(
     Returns
     -------
     Comparison
+
+    Raises
+    ------
+    RLCurvesError
+        Fewer than two variants, a ``baseline`` that is not one of them, or a variant's data
+        that cannot be fitted (the message names the variant).
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fast = df.assign(reward=rlcurves.sigmoid(df["compute"], 0.55, 2.5, 1500, 0.3))
+    >>> cmp = rlcurves.compare({"recipe": df, "fast": fast}, baseline="recipe", n_samples=200)
+    >>> list(cmp.table["variant"])
+    ['recipe', 'fast']
     """
     if not isinstance(curves, Mapping) or len(curves) < 2:
         raise RLCurvesError(

@@ -8,6 +8,16 @@ realistic evaluation noise, and say so in ``attrs["description"]``.
 The **corpus** (:func:`list_corpus`, :func:`load_corpus`, :func:`describe_corpus`) is the set of
 finished public RL-for-LLM runs the forecasts are calibrated and checked on, grouped in families
 (one model x one task x one code base), each file with its source in its header.
+
+Examples
+--------
+>>> "simulated_scalerl_8b" in rlcurves.datasets.list_examples()
+True
+>>> df = rlcurves.datasets.load_example("recipe_loo_scalerl", compute="tokens_total")
+>>> df.attrs["compute"]["unit"], df.attrs["simulated"]
+('tokens_total (as logged)', False)
+>>> int(rlcurves.datasets.list_corpus()["family"].nunique()) >= 5
+True
 """
 
 from __future__ import annotations

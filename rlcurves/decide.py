@@ -1,58 +1,29 @@
 """Decisions from forecasts: the probabilities and the stop rule behind every stop advice.
 
-Every probability here is computed from a forecast's :class:`~rlcurves.predictive.Predictive`, the
-same draws its printed interval comes from, so a report can never print ``p(above) <= 0.05``
-beside an interval that contains the baseline. :class:`~rlcurves.monitor.Monitor` (one run against
-a baseline or a target) and the sweep race (issue 28) consume this module; so do the CLI's
-``watch`` and ``race``, the transformers callback and the Ray Tune and Optuna adapters.
+Every probability here is computed from a forecast's :class:`~rlcurves.predictive.Predictive`,
+the same draws its printed interval comes from, so a report never prints ``p(above) <= 0.05``
+beside an interval that contains the baseline. :class:`~rlcurves.monitor.Monitor`, the CLI's
+``watch`` and ``race``, the transformers callback, :class:`~rlcurves.race.Race` and the Ray Tune
+and Optuna adapters all decide here.
 
-Probabilities
--------------
-:func:`prob_above` (ends above a baseline; the baseline's own uncertainty counts when it is given
-as draws, a :class:`~rlcurves.predictive.Predictive` or a forecast), :func:`prob_best` (is the
-best of a sweep), :func:`prob_greater` (the pairwise primitive), :func:`prob_reach` (reaches a
-target). :func:`final_level` turns a finished run into the level it ended at, known only to its
-noise (a :class:`Predictive` to pass as a baseline). :func:`peak_test` says whether a run has
-peaked: the fall of its running median from its best, tested against the falls that a run
-following its own (monotone) fitted curve with the same autocorrelated noise shows (so picking
-the maximum is paid for), and confirmed by a model comparison of the sigmoid against a sigmoid
-with a decline.
+- Probabilities: :func:`prob_above`, :func:`prob_best`, :func:`prob_greater`, :func:`prob_reach`;
+  :func:`final_level` turns a finished run into a baseline; :func:`peak_test` says whether a run
+  has peaked.
+- One run: :func:`decide` turns a refit into a :class:`Decision` (one of :data:`ADVICE`, with its
+  reason) under a :class:`StopRule` (:data:`DEFAULT_RULE`: thresholds measured on replayed real
+  runs, ``rlcurves/data/stop_rule.json``); :class:`Hysteresis` holds a stop advice until it has
+  held on ``rule.hold`` consecutive refits.
+- A sweep: :func:`stop_set`, :func:`prob_regret_above`, :func:`sweep_baseline`.
 
-The stop rule (:class:`StopRule`, :func:`decide`, :class:`Hysteresis`)
--------------------------------------------------------------------------
-:func:`decide` turns one refit (the forecast at the budget, the fraction of the budget spent, the
-evaluations seen, whether the fit is identified, the peak test) into a :class:`Decision`: one of
-:data:`ADVICE`, a sentence with the numbers behind it, and the probabilities. The rules, in order:
+A sweep keeps one :class:`Hysteresis` per trial::
 
-1. *Too early* (no stop advice) before ``min_points`` evaluations, before the first fraction of
-   :attr:`StopRule.schedule` (the "too early" fraction), while the fit does not determine the
-   curve (:func:`rlcurves.monitor.identified`) and, if asked, before the run has spent
-   ``min_progress`` times its fitted midpoint C_mid.
-2. *Unlikely to beat the baseline* (or *to reach the target*) when ``p(above) <=
-   StopRule.threshold(fraction)``: the probability threshold grows with the fraction of the
-   budget spent, from the schedule measured by ``python -m benchmarks.monitor_replay
-   --fit-thresholds`` (false stops of clear winners, fraction by fraction, on the replay of
-   finished real runs; see :data:`DEFAULT_RULE` and ``rlcurves/data/stop_rule.json``).
-3. *Peaked*, when the rest of the budget plausibly adds less than ``min_gain`` (the interval's
-   far end at the budget minus the fitted value now: a plateau), or, with no baseline or target,
-   when :func:`peak_test` finds a real fall (``p <= peak_alpha``, a fall of at least
-   ``peak_drop``, ``peak_patience`` evaluations since the peak, and the sigmoid with a decline
-   preferred to the sigmoid). Against a baseline or a target the fall is reported, not acted on:
-   real runs dip and recover (a MATH run fell 0.04 at 70% of its budget and ended 0.03 above the
-   dip), which no test of the past can foresee, while the calibrated forecast judges the end.
-4. Otherwise *on track* (``p >= p_on_track``) or *continue*.
-
-A run on track (``p >= p_on_track``) is not told to stop for peaking: the reason says it peaked.
-A stop advice must then hold on :attr:`StopRule.hold` (2) consecutive refits spanning at least
-:attr:`StopRule.hold_span` of the budget before it is given: :class:`Hysteresis` keeps that state
-for one run and turns an early stop into *continue* with the pending advice in its reason. A
-sweep keeps one :class:`Hysteresis` per trial::
-
-    rule = DEFAULT_RULE                        # or StopRule(...) / rule.replace(hold=3)
+    rule = DEFAULT_RULE  # or StopRule(...) / rule.replace(hold=3)
     held = {trial: Hysteresis.for_rule(rule) for trial in trials}
     # after each refit of a trial:
     d = held[trial].update(decide(fc, fraction=f, n_points=n, baseline=best, rule=rule))
-    if d.stop: ...                             # d.advice, d.reason, d.p_above
+    if d.stop: ...  # d.advice, d.reason, d.p_above
+
+The rules in order, and why each is what it is: the design notes (``docs/design/decide.md``).
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
 """Model combination: the sigmoid and the power law, weighted by their skill on the run's own past.
 
-The sigmoid is the fit (as in the paper), but it can be wrong past its window: a run that climbs
-fast and then keeps creeping up is saturated too early by it, and the power law ``R = A - D /
-C^B`` (:mod:`rlcurves.powerlaw`), the sigmoid's own limit for C >> C_mid, then extrapolates
-better. :func:`combine` puts the two together for :func:`rlcurves.forecast` (and through it for
-the monitor and the sweep race), in one place:
-
-- **The power law is fitted on the tail of the window**, compute from a quarter of the window's
-  end on (the last ln 4 = 1.4 e-folds; all positive compute when that leaves fewer than 6
-  points): the form describes the late regime, and fitted over a run's fast early climb it
-  overshoots (from a quarter of the budget its median error fell from 0.027 to 0.013 on the
-  GSM8K runs with the tail fit; ``benchmarks/calibration.py``).
-- **Weights from self-backtests**: each family is refitted on the first 35%, 50% and 70% of the
-  window's compute and forecasts the mean of the window's last 10% (the same quantity as the
-  forecast itself); the weights are inversely proportional to each family's mean squared
-  backtest error (Bates and Granger's inverse-MSE combination). Nothing past the window is used.
-- **The combination**: ``mean = w_s m_s + w_p m_p``; the spread of the two-component mixture,
-  ``w_s w_p (m_p - m_s)^2``, enters the predictive variance (so the interval widens where the
-  families disagree and both have weight). Inside the fit window the sigmoid alone is used (it
-  is fitted to those points; the tail power law would extrapolate backwards).
-
-The forecast quantity is a run's **level** at compute ``C``: the mean of its evaluations over the
-last 10% of compute up to ``C`` (``k`` evaluations, from the window's evaluation spacing). That is
-what "a run ends at ..." means when runs are compared, and what the calibration scores on
-finished runs (:mod:`rlcurves.calibrate`). Its noise is that of a mean of ``k`` AR(1) evaluations.
+:func:`combine` is the point forecast of :func:`rlcurves.forecast`: the sigmoid fit and the power
+law ``R = A - D / C^B`` (fitted on the tail of the window, compute from a quarter of the window's
+end on), weighted inversely to their mean squared errors when each is refitted on the first 35%,
+50% and 70% of the window and forecasts the window's last 10%. The spread of the two-component
+mixture, ``w_s w_p (m_p - m_s)^2``, enters the predictive variance; inside the fit window the
+sigmoid alone is used. The forecast quantity is a run's level at ``C``: the mean of its
+evaluations over the last 10% of compute up to ``C``. Why, with the measurements: the design
+notes (``docs/design/ensemble.md``).
 """
 
 from __future__ import annotations

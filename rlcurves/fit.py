@@ -95,8 +95,16 @@ def fit_sigmoid(
 
     Examples
     --------
-    >>> fit = fit_sigmoid("gpu_hours", "val_pass_rate", data=df, min_compute=1500)  # doctest: +SKIP
-    >>> print(fit.summary())                                                       # doctest: +SKIP
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> fit.converged
+    True
+    >>> print(f"A = {fit.A:.2f} +- {fit.stderr['A']:.2f}, B = {fit.B:.1f}")
+    A = 0.62 +- 0.02, B = 2.0
+    >>> round(float(fit.predict(16_000)), 2)
+    0.61
     """
     if method not in _METHODS:
         raise RLCurvesError(f"unknown method {method!r}; choose one of {list(_METHODS)}")
@@ -560,6 +568,25 @@ def fit_sigmoid_batch(
     -------
     pandas.DataFrame
         One row per curve: ``A, B, C_mid, R0, rss, converged``.
+
+    Raises
+    ------
+    RLCurvesError
+        ``rewards`` that is not 2-D, a ``compute`` grid of another shape, negative compute,
+        or NaN/inf values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> compute = np.linspace(0, 16_000, 41)
+    >>> rng = np.random.default_rng(0)
+    >>> noise = rng.normal(0, 0.01, (100, 41))
+    >>> rewards = rlcurves.sigmoid(compute, 0.61, 1.92, 2542, 0.3) + noise
+    >>> table = rlcurves.fit_sigmoid_batch(compute, rewards)  # one row per curve
+    >>> len(table), list(table.columns[:4])
+    (100, ['A', 'B', 'C_mid', 'R0'])
+    >>> round(float(table["A"].median()), 2)
+    0.61
     """
     y = np.asarray(rewards, dtype=float)
     if y.ndim != 2:

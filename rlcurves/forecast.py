@@ -93,6 +93,20 @@ class Forecast:
     prediction_predictive : Predictive or None
         The same for one new evaluation (``prediction_lower/upper``); None off the default path
         or when unbounded.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> fc = rlcurves.forecast(fit, 16_000, seed=0, progress=False)
+    >>> fc.predictive.quantity
+    "mean of the 8 evaluations up to each point (the run's level over its last 10% of compute)"
+    >>> sorted(fc.info["weights"])
+    ['power_law', 'sigmoid']
+    >>> bool(fc.lower < fc.mean < fc.upper)
+    True
     """
 
     at: np.ndarray | float
@@ -179,6 +193,24 @@ def forecast(
     Returns
     -------
     Forecast
+
+    Raises
+    ------
+    RLCurvesError
+        An unknown ``method``, or ``at`` that is not finite compute >= 0; a ``level`` the
+        calibration cannot support is not an error: the forecast is then ``unbounded`` and says so.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> fc = rlcurves.forecast(fit, [12_000, 16_000], level=0.9, seed=0, progress=False)
+    >>> fc.to_frame()[["at", "mean", "lower", "upper"]].round(2)
+            at  mean  lower  upper
+    0  12000.0  0.61   0.58   0.64
+    1  16000.0  0.62   0.58   0.67
     """
     from .bootstrap import _tails, metric_range
 

@@ -52,6 +52,11 @@ def sigmoid(compute: ArrayLike, A: float, B: float, C_mid: float, R0: float) -> 
     -------
     numpy.ndarray
         The curve at ``compute``.
+
+    Examples
+    --------
+    >>> rlcurves.sigmoid([0, 2542, 1e9], A=0.61, B=1.92, C_mid=2542, R0=0.3).round(3)
+    array([0.3  , 0.455, 0.61 ])
     """
     s = fraction_of_gain(log_compute(compute), B, np.log(C_mid))
     return R0 + (A - R0) * s
@@ -62,6 +67,12 @@ def inverse_sigmoid(reward: ArrayLike, A: float, B: float, C_mid: float, R0: flo
 
     Returns 0 for a reward at or before R0 (the start) and ``inf`` for a reward the curve never
     reaches (at or beyond the ceiling A, or on the wrong side of R0 for the curve's direction).
+
+    Examples
+    --------
+    >>> c = rlcurves.inverse_sigmoid([0.455, 0.6], A=0.61, B=1.92, C_mid=2542, R0=0.3)
+    >>> c.round(0)
+    array([ 2542., 14945.])
     """
     r = np.asarray(reward, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -105,7 +116,13 @@ def jacobian_internal(x: np.ndarray, A, R0, B, m) -> np.ndarray:
 
 
 def power_law(compute: ArrayLike, A: float, D: float, B: float) -> np.ndarray:
-    """The pre-training form ``R = A - D / C^B`` (the sigmoid's limit for ``C >> C_mid``)."""
+    """The pre-training form ``R = A - D / C^B`` (the sigmoid's limit for ``C >> C_mid``).
+
+    Examples
+    --------
+    >>> rlcurves.power_law([1, 100, 10_000], A=0.6, D=0.3, B=0.5).round(3)
+    array([0.3  , 0.57 , 0.597])
+    """
     c = np.asarray(compute, dtype=float)
     with np.errstate(divide="ignore"):
         return A - D * c ** (-B)

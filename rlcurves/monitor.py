@@ -4,20 +4,9 @@
 ``update_from(path)``), refits after every new evaluation and returns a :class:`MonitorReport`:
 the forecast at the budget with its interval, the compute to reach a target, whether the run has
 peaked and, given a baseline, the probability of ending above it at the budget, with one advice
-line. It is a consumer of the library's data path (:func:`rlcurves.read_log`,
-:func:`rlcurves.fit_sigmoid`, :func:`rlcurves.forecast`, ``SigmoidFit.compute_to_reach``), not a
-second implementation of it, and its advice comes from :mod:`rlcurves.decide` (the one decision
-module): every probability from the forecast's predictive distribution (the draws the printed
-interval comes from), the stop thresholds measured on finished real runs
-(:data:`rlcurves.decide.DEFAULT_RULE`), and a stop advice given only once it has held on two
-consecutive refits (:class:`rlcurves.decide.Hysteresis`). A refit is the exact start-free solver,
-a calibrated bootstrap forecast and the peak test: 0.05-0.15 s per evaluation on the corpus runs
-(500 resamples, 2 shared CPU cores; ``python -m benchmarks.monitor_replay`` reports it), so no
-warm start is needed for evaluations minutes apart. ``n_samples`` trades that time against the
-forecast's resolution.
-
-The advice is one of :data:`ADVICE`. It never says stop (``unlikely ...`` or ``peaked``) before
-the fit is identified (:func:`identified`): until then it is ``"too early to tell"``.
+line from :mod:`rlcurves.decide` (one of :data:`ADVICE`). It never says stop before the fit is
+identified (:func:`identified`): until then it is ``"too early to tell"``.
+:func:`live_forecast_record` is the record a trainer of your own merges into its log.
 """
 
 from __future__ import annotations
@@ -145,6 +134,16 @@ class MonitorReport:
         Evaluations since then.
     notes : list of str
         What the reader cleaned, a half-written last line waited for, and similar.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("recipe_loo_pipeline_rl", compute="tokens_total")
+    >>> mon = rlcurves.Monitor(budget=1_325_666, baseline=0.46, n_samples=200)
+    >>> report = mon.update(df["compute"], df["reward"])
+    >>> report.stop, report.advice
+    (True, 'unlikely to beat the baseline')
+    >>> sorted(report.metrics())[:3]
+    ['forecast/A', 'forecast/advice_code', 'forecast/budget']
     """
 
     advice: str
@@ -406,11 +405,23 @@ class Monitor:
     label : str, optional
         Name of the run in reports.
 
+    Raises
+    ------
+    RLCurvesError
+        A non-positive ``budget``, ``level`` outside (0, 1), a rule or threshold out of range,
+        or a ``baseline`` it cannot read (a path, a number, draws or a forecast); ``update``
+        raises on compute and reward of different lengths or non-numeric values.
+
     Examples
     --------
-    >>> mon = Monitor(budget=1.3e6, baseline="runs/baseline/log.jsonl")          # doctest: +SKIP
-    >>> report = mon.update(step * tokens_per_step, eval_reward)                 # doctest: +SKIP
-    >>> if report.stop: ...                                                      # doctest: +SKIP
+    >>> df = rlcurves.datasets.load_example("recipe_loo_pipeline_rl", compute="tokens_total")
+    >>> mon = rlcurves.Monitor(budget=1_325_666, baseline=0.46, n_samples=200)
+    >>> report = mon.update(df["compute"][:10], df["reward"][:10])  # the first ten evaluations
+    >>> report.advice
+    'continue'
+    >>> report = mon.update(df["compute"][10:], df["reward"][10:])  # the rest, as they arrive
+    >>> report.advice in rlcurves.monitor.ADVICE
+    True
     """
 
     def __init__(

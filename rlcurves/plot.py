@@ -292,6 +292,16 @@ def plot_fits(
     ------
     RLCurvesError
         Fits on different compute axes (say GPU-hours and tokens), or no fits.
+
+    Examples
+    --------
+    >>> fits = {}
+    >>> for name in ("scalerl", "batch_64"):
+    ...     run = rlcurves.read_log(f"example:recipe_loo_{name}", compute="tokens_total")
+    ...     fits[name] = rlcurves.fit_sigmoid("compute", "reward", data=run, label=name)
+    ...
+    >>> fig = rlcurves.plot_fits(fits)
+    >>> fig.savefig("curves.png")
     """
     if hasattr(fits, "fits") and hasattr(fits, "baseline"):
         fits = fits.fits

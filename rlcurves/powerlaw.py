@@ -50,6 +50,13 @@ class PowerLawFit:
         beyond the plausible range, the failure the paper describes.
     compute, reward, window
         All the data passed and the mask of points fitted (C > 0 inside the window).
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> pl = rlcurves.fit_power_law("compute", "reward", data=df, min_compute=1500)
+    >>> round(float(pl.predict(32_000)), 2), round(pl.bic - pl.aic, 1)
+    (0.62, 9.2)
     """
 
     params: dict[str, float]
@@ -178,6 +185,13 @@ def fit_power_law(
     ------
     RLCurvesError
         Bad input, or fewer than 4 positive-compute points in the window.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> pl = rlcurves.fit_power_law("compute", "reward", data=df, min_compute=1500)
+    >>> print(f"A = {pl.A:.2f}, B = {pl.B:.1f}")
+    A = 0.64, B = 0.9
     """
     c, r, s = resolve_xy(compute, reward, data, sigma)
     window = c > 0
@@ -335,6 +349,15 @@ class ModelComparison:
         training part.
     split_compute : float
         Last compute of the training part.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> mc = rlcurves.compare_models("compute", "reward", data=df, min_compute=1500)
+    >>> mc.table[["model", "n_params", "delta_bic"]].round(1)
+           model  n_params  delta_bic
+    0    sigmoid         4        0.0
+    1  power_law         3        7.0
     """
 
     table: pd.DataFrame
@@ -412,6 +435,18 @@ def compare_models(
     Returns
     -------
     ModelComparison
+
+    Raises
+    ------
+    RLCurvesError
+        ``fit_fraction`` outside (0, 1), no points in the window, or none after the split.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> mc = rlcurves.compare_models("compute", "reward", data=df, min_compute=1500)
+    >>> list(mc.table["model"])
+    ['sigmoid', 'power_law']
     """
     from .fit import fit_sigmoid
 

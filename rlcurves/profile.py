@@ -47,6 +47,15 @@ class ProfileResult:
         Coverage the intervals were computed for.
     threshold : float
         The statistic's critical value at ``level``.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid("compute", "reward", data=df, min_compute=1500)
+    >>> prof = fit.profile(["A"], level=0.9)
+    >>> ci = prof.ci().set_index("parameter")
+    >>> print(f"A in [{ci.loc['A', 'lower']:.2f}, {ci.loc['A', 'upper']:.2f}]")
+    A in [0.60, 0.62]
     """
 
     intervals: pd.DataFrame

@@ -1,52 +1,18 @@
 """Race the runs of a sweep to one budget: stop the losers early, keep the late bloomer.
 
 :class:`Race` holds the evaluations of K runs of one sweep (``update(name, compute, reward)``),
-refits each run when it has new points and forecasts it at the common budget
-(:func:`rlcurves.forecast`; its predictive draws are the printed interval's), and returns a
-:class:`RaceReport`: who to stop now, the leader, and per run the forecast at the budget with its
-interval, the probability of being the best at the budget (:func:`rlcurves.decide.prob_best`)
-and the advice.
+refits each run when it crosses a rung of the budget and forecasts it there
+(:func:`rlcurves.forecast`), and :meth:`Race.report` returns a :class:`RaceReport`: who to stop
+now, the leader, and per run the forecast at the budget with its interval, the probability of
+being the best (:func:`rlcurves.decide.prob_best`) and the advice with its reason.
 
-Stopping by the forecast, not by the current value, is the point: a recipe that looks fast early
-often has the lower ceiling (ScaleRL), which successive halving and the median stopping rule cannot
-see. The error is controlled over the sweep as a whole, since several runs may be stopped at once
-and over many looks: the runs stopped so far form a set ``S``, and a run joins ``S`` by spending
-``alpha``: the risk of ``S`` is the probability that its best run would have ended more than
-``tolerance`` above the best run kept (:func:`prob_regret_above`; the draws of all runs jointly, so
-near-ties count as they are, not through a union bound), and each stop is charged the increase in
-that risk it causes when it is made; stops are made while the charges sum to at most ``alpha``
-(:func:`rlcurves.decide.stop_set` with ``spent``). With calibrated forecasts the risk of a fixed
-set is a martingale between reports, so the probability of losing the winner (by more than
-``tolerance``) is the expected sum of the charges: at most ``alpha`` however many reports there
-are. The risk of the runs already stopped may drift up after they are stopped (a kept run declines,
-the sweep's tau grows); that is not charged again, and it does not block the stop of a sure loser
-later (keeping the set's risk itself under ``alpha`` at every report did: math_offpolicy's
-clip0.2-0.28, 0.07 behind the winner, ran to the end). Each run must also pass the per-run stop
-rule of :mod:`rlcurves.decide` before it may join ``S``: :func:`rlcurves.decide.decide` against the
-best of the other runs kept plus ``tolerance`` (:func:`rlcurves.decide.sweep_baseline`) must advise
-a stop (its guards: ``min_points`` evaluations, the rule's first fraction of the budget, before
-``require_identified`` of the budget a fit that determines the ceiling; its measured threshold on
-p(above)), and that advice must hold under :class:`rlcurves.decide.Hysteresis` (``rule.hold``
-consecutive refits over ``rule.hold_span`` of the budget) against one noisy refit. The runs kept
-count as rivals (in the baseline and in the risk) once their fits are identified, as before the
-guard had a fraction: a forecast whose ceiling the data do not set does not make others look beaten
-(counting them, with ``confirm=1``, stopped math_ablations' winner in the replay). No run is
-stopped in the last rung, where a stop saves almost nothing.
-
-The forecasts' misspecification scale is the sweep's own (``misspecification="sweep"``): refitted
-at each report on backtests of the sweep's runs within their windows, with the calibration as a
-prior (:meth:`rlcurves.calibrate.Calibration.tau_with`), because runs of one task and model
-wander alike and the calibration's runs may not be like them.
-
-Several seeds of one recipe race as one entry (``update(..., group="recipe")``): their curve is
-the pooled fit of :func:`rlcurves.fit_runs` with the seed-to-seed spread added to its forecast.
-Runs may start late and have their own evaluation grids (each is forecast at the budget from its
-own points); a run that crashes is marked with :meth:`Race.fail` (or falls silent past
-``stale_after`` seconds) and leaves the race.
-
-Every probability and rule here comes from :mod:`rlcurves.decide` (its sweep-level section:
-:func:`~rlcurves.decide.stop_set`, :func:`~rlcurves.decide.prob_regret_above`); this module keeps
-the runs, refits them and writes the report.
+A run is stopped by its forecast at the budget, not by its current value, and only if two rules
+agree: the sweep-level one (:func:`rlcurves.decide.stop_set`: the probability that a run stopped
+so far would have ended more than ``tolerance`` above every run kept is spent against ``alpha``,
+stop by stop) and the per-run rule of the live monitor (:func:`rlcurves.decide.decide` against
+the best of the others, with its guards and its hold). Seeds of one recipe race as one entry
+(``group=``); a crashed run leaves the race (:meth:`Race.fail`). Why each rule is what it is, with
+the measurements behind it: the design notes (``docs/design/race.md``).
 """
 
 from __future__ import annotations
@@ -207,6 +173,19 @@ class RaceReport:
         How many window backtests of the sweep's runs ``tau`` was refitted on (0: none yet, a
         run needs 7 evaluations in the first half of its window, so ``tau`` is the
         calibration's).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> race = rlcurves.Race(budget=200)
+    >>> steps = np.arange(10, 121, 10)
+    >>> race.update("a", steps, rlcurves.sigmoid(steps, 0.8, 2.0, 60, 0.1))
+    >>> race.update("b", steps, rlcurves.sigmoid(steps, 0.4, 2.0, 60, 0.1))
+    >>> report = race.report()
+    >>> report.leader
+    'a'
+    >>> list(report.table.columns[:3])
+    ['run', 'runs', 'status']
     """
 
     stop: list[str]
@@ -378,12 +357,33 @@ class Race:
         (default 1: a sweep of a few runs moves tau most of the way to its own; 0.5 and 2 gave
         the same winners kept and compute within 2 points on the drawn sweeps).
 
+    Raises
+    ------
+    RLCurvesError
+        A non-positive ``budget``, ``alpha`` outside [0, 1), a negative ``tolerance``, ``level``
+        outside (0, 1) or another setting out of range; ``update`` raises on compute and
+        reward of different lengths, ``fail`` and ``end`` on a run the race does not hold.
+
     Examples
     --------
-    >>> race = Race(budget=200, tolerance=0.01)                                   # doctest: +SKIP
-    >>> race.update("lr3e-5", step, val_accuracy)                                 # doctest: +SKIP
-    >>> report = race.report(); report.stop                                        # doctest: +SKIP
-    ['lr5e-6', 'lr1e-5']
+    >>> import numpy as np
+    >>> race = rlcurves.Race(budget=200)
+    >>> steps = np.arange(10, 201, 10)
+    >>> rng = np.random.default_rng(0)
+    >>> for name, ceiling in [("lr1e-5", 0.8), ("lr3e-5", 0.78), ("lr1e-4", 0.4)]:
+    ...     noise = rng.normal(0, 0.01, steps.size)
+    ...     reward = rlcurves.sigmoid(steps, ceiling, 2.0, 60, 0.1) + noise
+    ...     race.update(name, steps[:12], reward[:12])  # 60% of the budget so far
+    ...
+    >>> report = race.report()  # who to stop now, and why
+    >>> report.stop
+    []
+    >>> for row in report.table.itertuples():
+    ...     print(row.run, "|", row.advice)
+    ...
+    lr1e-5 | leader
+    lr3e-5 | continue
+    lr1e-4 | continue
     """
 
     def __init__(

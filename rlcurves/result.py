@@ -53,6 +53,19 @@ class SigmoidFit:
     peak : str
         "" unless the end of the window sags below the fitted curve or the run turned down; then
         what it peaked at and where (also in ``message``; see :func:`rlcurves.fit.detect_peak`).
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> fit.free_params
+    ['A', 'B', 'C_mid', 'R0']
+    >>> print(fit.compute_to_reach(0.55, level=0.9))
+    reaching 0.55 takes C = 5,129 [4,931, 5,432] (90%).
+    >>> print(fit.summary().splitlines()[0])
+    [[Sigmoid fit]]
     """
 
     params: dict[str, float]

@@ -45,6 +45,18 @@ class RunsFit:
         Run names, in order of appearance.
     level : float
         Default interval level of :meth:`ci` and :meth:`summary`.
+
+    Examples
+    --------
+    >>> seeds = ["example:recipe_cpu_demo_seed0", "example:recipe_cpu_demo_seed1"]
+    >>> runs = rlcurves.read_logs(seeds)
+    >>> both = rlcurves.fit_runs(runs, n_boot=100)
+    >>> both.table[["run", "A", "B"]].round(2)
+                         run     A     B
+    0  recipe_cpu_demo_seed0  0.46  2.96
+    1  recipe_cpu_demo_seed1  0.48  1.78
+    >>> print(both.summary().splitlines()[0])
+    [[Several runs]] 2 runs, 82 points pooled
     """
 
     pooled: SigmoidFit
@@ -177,6 +189,14 @@ def shared_compute(*tables: pd.DataFrame, compute: str = "compute", run: str = "
     ------
     RLCurvesError
         No table, or a table without the columns.
+
+    Examples
+    --------
+    >>> seeds = ["example:recipe_cpu_demo_seed0", "example:recipe_cpu_demo_seed1"]
+    >>> runs = rlcurves.read_logs(seeds)
+    >>> common = rlcurves.shared_compute(runs)  # the compute every run reaches
+    >>> bool(common == runs.groupby("run")["compute"].max().min())
+    True
     """
     if not tables:
         raise RLCurvesError("shared_compute needs at least one table")
@@ -236,6 +256,14 @@ def fit_runs(
     ------
     RLCurvesError
         A missing column, or fewer than two runs.
+
+    Examples
+    --------
+    >>> seeds = ["example:recipe_cpu_demo_seed0", "example:recipe_cpu_demo_seed1"]
+    >>> runs = rlcurves.read_logs(seeds)
+    >>> both = rlcurves.fit_runs(runs, n_boot=100)  # a pooled fit, intervals over the runs
+    >>> list(both.table["run"])
+    ['recipe_cpu_demo_seed0', 'recipe_cpu_demo_seed1']
     """
     from .fit import fit_sigmoid
 
@@ -405,6 +433,17 @@ def paired_differences(baseline: RunsFit, variant: RunsFit, *, level: float = 0.
     ------
     RLCurvesError
         No run name in common, or a fit without per-run fits.
+
+    Examples
+    --------
+    >>> def cell(loss):
+    ...     paths = [f"example:recipe_study_ppo4_{loss}_s{seed}" for seed in (0, 1, 2)]
+    ...     runs = rlcurves.read_logs(paths, run=["s0", "s1", "s2"], compute="tokens_total")
+    ...     return rlcurves.fit_runs(runs, n_boot=50)
+    ...
+    >>> diff = rlcurves.paired_differences(cell("cispo"), cell("dapo"))
+    >>> list(diff.columns)
+    ['parameter', 'mean', 'lower', 'upper', 'pairs', 'per_pair']
     """
     tails(level)
     if not baseline.per_run or not variant.per_run:

@@ -46,6 +46,16 @@ class ComputeTarget:
         Where the draws came from ("bootstrap" or "normal").
     message : str
         The answer in words.
+
+    Examples
+    --------
+    >>> df = rlcurves.datasets.load_example("simulated_scalerl_8b")  # columns compute, reward
+    >>> fit = rlcurves.fit_sigmoid(
+    ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
+    ... )  # the first half
+    >>> target = fit.compute_to_reach(0.55, level=0.9)
+    >>> print(target)
+    reaching 0.55 takes C = 5,129 [4,931, 5,432] (90%).
     """
 
     reward: float

@@ -157,15 +157,16 @@ def test_describe_corpus_is_one_row_per_family():
     assert (table.set_index("family")["metric_kind"]["gsm8k_trl_train"]) == "training reward"
 
 
-def test_readme_corpus_tables_are_what_the_scripts_print():
-    """The README's family table is scripts/corpus_figure.py's, and its whole-corpus calibration
-    table is `python -m benchmarks.calibration --corpus all`'s for the results it wrote."""
+def test_corpus_page_tables_are_what_the_scripts_print():
+    """The corpus page's family table (docs/benchmarks/corpus.md) is scripts/corpus_figure.py's,
+    and its whole-corpus calibration table is `python -m benchmarks.calibration --corpus all`'s
+    for the results it wrote."""
     import importlib.util
     import json
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "benchmarks" / "corpus.md").read_text()
     spec = importlib.util.spec_from_file_location(
         "corpus_figure", root / "scripts" / "corpus_figure.py"
     )

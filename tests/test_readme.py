@@ -1,6 +1,9 @@
-"""Every code block of the README runs as written (issue 17, point 6): the Python blocks in a fresh
-folder, the command-line block's ``rlcurves`` lines through the CLI. Lines that need what this
-test cannot give (a make target, a training run) are listed below with where they are tested."""
+"""Every code block of the README and of the documentation's pages runs as written (issue 17,
+point 6; issue 45 moved most of them from the README into docs/): the Python blocks of a page in a
+fresh folder, one after the other as a reader pastes them, the command-line blocks' ``rlcurves``
+lines through the CLI. Lines that need what this test cannot give (a make target, a training run)
+are listed below with where they are tested. The benchmark tables on the documentation's pages are
+what the benchmark scripts print for the results they wrote."""
 
 from __future__ import annotations
 
@@ -17,12 +20,43 @@ import matplotlib
 import pytest
 
 ROOT = Path(__file__).parents[1]
+DOCS = ROOT / "docs"
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-BLOCKS = re.findall(r"```(\w+)\n(.*?)```", README, flags=re.S)
+# the Markdown pages a reader sees: the README and the site's sources (not the build, not the
+# notebooks copied in at build time, not autosummary's generated stubs)
+_SOURCES = (
+    p
+    for p in DOCS.rglob("*.md")
+    if p.relative_to(DOCS).parts[0] not in ("_build", "notebooks")
+    and "generated" not in p.relative_to(DOCS).parts
+)
+PAGES = [ROOT / "README.md", *sorted(_SOURCES)]
+
+
+def page_text(relative: str) -> str:
+    """A documentation page's source, e.g. ``page_text("benchmarks/race.md")``."""
+    return (DOCS / relative).read_text(encoding="utf-8")
+
+
+def _blocks(path: Path) -> list[tuple[str, str]]:
+    return re.findall(r"```(\w+)\n(.*?)```", path.read_text(encoding="utf-8"), flags=re.S)
+
+
 # ```py blocks are snippets that need the user's own objects (a trainer): the tests of what they
 # call run them (tests/test_integrations_transformers.py); ```python blocks run as pasted.
-PYTHON = [code for lang, code in BLOCKS if lang == "python"]
-SHELL = [line for lang, code in BLOCKS if lang == "bash" for line in code.splitlines() if line]
+PYTHON = {
+    str(path.relative_to(ROOT)): [code for lang, code in _blocks(path) if lang == "python"]
+    for path in PAGES
+}
+PYTHON = {page: blocks for page, blocks in PYTHON.items() if blocks}
+SHELL = [
+    line
+    for path in PAGES
+    for lang, code in _blocks(path)
+    if lang == "bash"
+    for line in code.splitlines()
+    if line
+]
 
 # Shell lines tested elsewhere, by what they start with: the make targets run in CI themselves
 # (.ci/run), the trainer commands in tests/test_recipe_train.py, and the forecast of the run the
@@ -37,33 +71,39 @@ SLOW = pytest.mark.slow  # the blocks bootstrap, profile and sample: ~30 s on 2 
 
 
 def test_readme_has_the_blocks_a_user_pastes():
-    assert len(PYTHON) >= 3 and any(line.startswith("rlcurves ") for line in SHELL)
+    assert "README.md" in PYTHON and len(PYTHON) >= 5
+    assert any(line.startswith("rlcurves ") for line in SHELL)
     for line in SHELL:
-        assert line.startswith(("rlcurves ", *ELSEWHERE)), f"README line not run by a test: {line}"
+        assert line.startswith(("rlcurves ", *ELSEWHERE)), (
+            f"a page's line not run by a test: {line}"
+        )
 
 
 @SLOW
-@pytest.mark.parametrize("index", range(len(PYTHON)))
-def test_point6_readme_python_block_runs_as_pasted(index, tmp_path, monkeypatch):
+@pytest.mark.parametrize("page", sorted(PYTHON))
+def test_point6_python_blocks_of_a_page_run_as_pasted(page, tmp_path, monkeypatch):
     matplotlib.use("Agg")
     monkeypatch.chdir(tmp_path)
-    code = PYTHON[index]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        exec(compile(code, f"README.md python block {index + 1}", "exec"), {"__name__": "readme"})
+    namespace = {"__name__": "readme"}
+    for index, code in enumerate(PYTHON[page]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(code, f"{page} python block {index + 1}", "exec"), namespace)
+        for image in re.findall(r'savefig\("([^"]+)"\)', code):
+            assert (tmp_path / image).stat().st_size > 10_000
     import matplotlib.pyplot as plt
 
     plt.close("all")
-    for image in re.findall(r'savefig\("([^"]+)"\)', code):
-        assert (tmp_path / image).stat().st_size > 10_000
 
 
 @SLOW
 @pytest.mark.parametrize(
     "line",
-    [line for line in SHELL if line.startswith("rlcurves ") and not line.startswith(ELSEWHERE)],
+    sorted(
+        {line for line in SHELL if line.startswith("rlcurves ") and not line.startswith(ELSEWHERE)}
+    ),
 )
-def test_point6_readme_command_line_runs_as_written(line, tmp_path):
+def test_point6_command_line_runs_as_written(line, tmp_path):
     argv = shlex.split(line)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     proc = subprocess.run(
@@ -131,10 +171,12 @@ def _benchmark_module(name: str = "calibration"):
     return bench
 
 
-def test_readme_calibration_tables_are_what_the_benchmark_printed():
-    """Issue 26: README's calibration tables are `python -m benchmarks.calibration`'s output for
-    the results it wrote (benchmarks/results/calibration.json), row for row, and the figures in
-    words match them."""
+def test_calibration_page_tables_are_what_the_benchmark_printed():
+    """Issue 26: the calibration page's tables (docs/benchmarks/calibration.md) are `python -m
+    benchmarks.calibration`'s output for the results it wrote (benchmarks/results/
+    calibration.json), row for row, and the figures in words (on the page, the README and the
+    model's page) match them."""
+    page = page_text("benchmarks/calibration.md")
 
     bench = _benchmark_module()
     res = json.loads((ROOT / "benchmarks" / "results" / "calibration.json").read_text())
@@ -147,10 +189,12 @@ def test_readme_calibration_tables_are_what_the_benchmark_printed():
     for table in tables:
         for line in table.splitlines():
             if line.startswith("|"):
-                assert line in README, f"README lacks the benchmark's row: {line}"
+                assert line in page, f"the calibration page lacks the benchmark's row: {line}"
     pooled = {(r["split"], r["fraction"]): r for r in res["real_pooled"]}
     loro = [pooled["leave-one-run-out", f]["covered"] for f in (0.25, 0.5, 0.75)]
-    assert f"{loro[0]}, {loro[1]} and {loro[2]} of the 29 runs" in README
+    for text in (README, page_text("guide/model.md"), page_text("guide/forecast.md")):
+        said = f"{loro[0]}, {loro[1]} and {loro[2]} of the 29"
+        assert said in " ".join(text.split()), said
     # the issue's target for every fraction, both ways: 85-97% of the runs covered
     for row in res["real_pooled"]:
         assert row["n"] == 29 and 0.85 <= row["coverage"] <= 0.97, row
@@ -177,26 +221,30 @@ def test_benchmark_records_are_reproduced_by_the_library():
             assert again[key] == pytest.approx(rec[key], abs=1e-6), (rec["run"], key)
 
 
-def test_readme_race_table_is_what_the_replay_printed():
-    """Issue 28: README's race table is `python -m benchmarks.race_replay`'s table for the results
-    it wrote (benchmarks/results/race_replay.json), row for row."""
+def test_race_page_table_is_what_the_replay_printed():
+    """Issue 28: the race page's table (docs/benchmarks/race.md) is `python -m
+    benchmarks.race_replay`'s table for the results it wrote (benchmarks/results/
+    race_replay.json), row for row."""
+    page = page_text("benchmarks/race.md")
     bench = _benchmark_module("race_replay")
     res = json.loads((ROOT / "benchmarks" / "results" / "race_replay.json").read_text())
     for line in bench.table(res["table"]).splitlines():
         if line.startswith("| ") and not line.startswith("| method"):
-            assert line in README, f"README lacks the replay's row: {line}"
+            assert line in page, f"the race page lacks the replay's row: {line}"
 
 
-def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
-    """Issue 28: README's table of settings on 200 sweeps is `python -m benchmarks.race_sweeps`'s
-    for the results it wrote, the frontier on the real sweeps is race_replay's, and Race's
-    defaults are the setting the sweeps benchmark chooses (``choose()``: the least compute that
-    keeps every family's winners with a Wilson lower bound >= 95%); the tables of evaluation
-    densities and of the runs' forecast errors (independence) are race_replay's too."""
+def test_race_page_settings_tables_are_what_the_benchmarks_printed():
+    """Issue 28: the race page's table of settings on 200 sweeps is `python -m
+    benchmarks.race_sweeps`'s for the results it wrote, the frontier on the real sweeps is
+    race_replay's, and Race's defaults are the setting the sweeps benchmark chooses
+    (``choose()``: the least compute that keeps every family's winners with a Wilson lower bound
+    >= 95%); the tables of evaluation densities and of the runs' forecast errors (independence)
+    are race_replay's too."""
     import inspect
 
     from rlcurves import Race
 
+    page = page_text("benchmarks/race.md")
     sweeps = _benchmark_module("race_sweeps")
     replay = _benchmark_module("race_replay")
     res = json.loads((ROOT / "benchmarks" / "results" / "race_sweeps.json").read_text())
@@ -211,7 +259,7 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
         rows = [line for line in table.splitlines() if line.startswith("| ")]
         assert len(rows) == n_rows
         for line in rows:
-            assert line in README, f"README lacks the benchmark's row: {line}"
+            assert line in page, f"the race page lacks the benchmark's row: {line}"
     chosen = sweeps.choose(res["results"])
     assert chosen == res["chosen"]
     defaults = inspect.signature(Race).parameters
@@ -226,10 +274,11 @@ def test_readme_race_settings_tables_are_what_the_benchmarks_printed():
     assert replay.DEFAULT == (pick["alpha"], pick["require_identified"], pick["confirm"])
 
 
-def test_readme_replay_tables_are_what_the_benchmark_printed():
-    """Issue 27: README's stop-advice tables are `python -m benchmarks.monitor_replay`'s output
-    for the results it wrote (benchmarks/results/monitor_replay.json), row for row; the shipped
-    rule is the schedule that run chose, and the rule in words is the rule's own."""
+def test_monitor_replay_page_tables_are_what_the_benchmark_printed():
+    """Issue 27: the stop-advice tables of docs/benchmarks/monitor_replay.md are `python -m
+    benchmarks.monitor_replay`'s output for the results it wrote (benchmarks/results/
+    monitor_replay.json), row for row; the shipped rule is the schedule that run chose, and the
+    rule in words is the rule's own."""
 
     sys.path.insert(0, str(ROOT))
     try:
@@ -239,11 +288,12 @@ def test_readme_replay_tables_are_what_the_benchmark_printed():
     from rlcurves.decide import DEFAULT_RULE
 
     res = json.loads((ROOT / "benchmarks" / "results" / "monitor_replay.json").read_text())
+    page = page_text("benchmarks/monitor_replay.md")
     for table in (bench.readme_table(res), bench.fit_table(res), bench.by_fraction_table(res)):
         rows = [line for line in table.splitlines() if line.startswith("|")]
         assert len(rows) > 3
         for line in rows:
-            assert line in README, f"README lacks the benchmark's row: {line}"
+            assert line in page, f"the replay page lacks the benchmark's row: {line}"
     shipped = json.loads((ROOT / "rlcurves" / "data" / "stop_rule.json").read_text())
     assert [tuple(x) for x in shipped["schedule"]] == [tuple(x) for x in res["rule"]["schedule"]]
     assert DEFAULT_RULE.schedule == tuple(map(tuple, res["rule"]["schedule"]))
@@ -253,3 +303,24 @@ def test_readme_replay_tables_are_what_the_benchmark_printed():
     both = res["replay"]["run"]["all"]
     assert both["winners"] >= 100 and both["winners_stopped"] <= 0.05 * both["winners"]
     assert both["losers_stopped"] >= 0.5 * both["losers"]
+
+
+def test_readme_numbers_link_to_the_page_and_script_behind_them():
+    """Issue 45: the README is a front page; each number it keeps stands in its table of measured
+    claims with a link to the documentation page that gives the tables behind it (where every
+    number of the row appears) and the script that measured it (which exists)."""
+    section = README.split("## What has been measured", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) >= 5
+    for row in rows:
+        claim, numbers, page, scripts = (cell.strip() for cell in row.strip("| ").split(" | "))
+        link = re.search(r"\]\((docs/[^)]+\.md)\)", page)
+        assert link, f"no docs page linked for: {claim}"
+        text = " ".join((ROOT / link.group(1)).read_text(encoding="utf-8").split())
+        for number in re.findall(r"\d(?:[\d,.]*\d)?(?:%|x\b| ms\b)?", numbers):
+            assert number in text, f"{claim}: {number} is not on {link.group(1)}"
+        for script in re.findall(r"`([^`]+)`", scripts):
+            assert (ROOT / script.split()[0]).exists(), script
+    for link in re.findall(r"\]\(((?:docs|recipe|notebooks)/[^)#]+)\)", README):
+        assert (ROOT / link).exists(), f"README links to a missing file: {link}"
+    assert len(README.splitlines()) <= 200

@@ -11,16 +11,12 @@ import base64
 import hashlib
 import io
 import json
-import os
 import re
-import shutil
-import subprocess
-import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 import pytest
+from browser import Browser, chromium
 
 import rlcurves
 from rlcurves.cli import main
@@ -83,68 +79,9 @@ def test_repr_html_of_results():
 
 
 # ---- in a real browser ------------------------------------------------------------------------
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    if os.environ.get("CI") == "true":
-        pytest.fail("CI=true but no chromium on PATH: `make test` installs it (apt-get)")
-    pytest.skip("no system chromium (apt-get install chromium); required in CI")
-
-
-class Browser:
-    """Headless Chromium over the DevTools protocol (one page)."""
-
-    def __init__(self, exe: str, profile: Path):
-        import websocket
-
-        self.proc = subprocess.Popen(
-            [exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--remote-debugging-port=0", f"--user-data-dir={profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        port = None
-        deadline = time.monotonic() + 30
-        while port is None and time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            m = re.search(r"DevTools listening on ws://[^:]+:(\d+)/", line)
-            if m:
-                port = int(m.group(1))
-        assert port, "chromium did not start its DevTools server"
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10) as r:
-            pages = [t for t in json.load(r) if t["type"] == "page"]
-        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30)
-        self.next_id = 0
-        self.events: list[dict] = []
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            msg = json.loads(self.ws.recv())
-            if msg.get("id") == self.next_id:
-                assert "error" not in msg, msg
-                return msg.get("result", {})
-            self.events.append(msg)
-
-    def wait_for(self, event: str, timeout: float = 30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(e.get("method") == event for e in self.events):
-                return
-            self.events.append(json.loads(self.ws.recv()))
-        raise AssertionError(f"no {event} within {timeout} s")
-
-    def close(self):
-        self.ws.close()
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    b = Browser(_chromium(), tmp_path_factory.mktemp("chromium-profile"))
+    b = Browser(chromium(), tmp_path_factory.mktemp("chromium-profile"))
     yield b
     b.close()
 

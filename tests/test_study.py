@@ -35,8 +35,9 @@ def test_lsb_demo_runs_climb_and_log_every_carry_class():
 
 
 def test_lsb_demo_runs_reach_a_plateau_within_the_configs_steps():
-    """Both seeds level off well above 0.5 by the demo config's last step (the README's claim):
-    the mean evaluation over steps 900-1000 is above 0.75 and within 0.03 of steps 800-900's."""
+    """Both seeds level off well above 0.5 by the demo config's last step (as
+    docs/studies/paired_seeds.md says): the mean evaluation over steps 900-1000 is above 0.75 and
+    within 0.03 of steps 800-900's."""
     steps = yaml.safe_load((ROOT / "recipe/configs/cpu_demo_lsb.yaml").read_text())["steps"]
     for name in datasets.list_examples(group="recipe_lsb_demo"):
         df = datasets.load_example(name)
@@ -157,8 +158,8 @@ def test_long_study_runs_are_paired_long_and_log_where_the_time_went():
 
 def test_study_table_script_reads_the_long_study(tmp_path):
     """The long study's table runs on the bundled runs, reports both modes on gpu_hours with
-    their idle fractions, and gives the numbers README quotes (benchmarks/results/
-    study_long.json, regenerated here: a stale README or JSON fails)."""
+    their idle fractions, and gives the numbers its page quotes (docs/studies/long_completions.md;
+    benchmarks/results/study_long.json, regenerated here: a stale page or JSON fails)."""
     out = tmp_path / "long.json"
     proc = subprocess.run(
         [sys.executable, "scripts/study_table.py", "--study", "long", "--json", str(out)],
@@ -191,8 +192,8 @@ def test_study_table_script_reads_the_long_study(tmp_path):
     for pair, values in numbers["pairs_long"].items():
         for key, value in values.items():
             assert committed["pairs_long"][pair][key] == pytest.approx(value, rel=1e-6)
-    readme = (ROOT / "README.md").read_text()
-    assert f"{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]" in readme
+    page = (ROOT / "docs" / "studies" / "long_completions.md").read_text()  # the study's page
+    assert f"{ratio[0]:.2f} [{ratio[1]:.2f}, {ratio[2]:.2f}]" in page
 
 
 def test_demo_long_study_on_gpu_hours_compares_on_own_ranges_when_the_common_one_is_too_short(

@@ -223,11 +223,14 @@ def test_the_installed_command_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "UNLIKELY TO BEAT THE BASELINE" in proc.stdout
     assert (tmp_path / "rlcurves_monitor.png").exists()
-    # README quotes what this command prints (the same command, README's --out aside)
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    # the user guide's watch page quotes what this command prints (the same command, its --out
+    # aside)
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "watch.md").read_text(
+        encoding="utf-8"
+    )
     said = re.search(r"it says `UNLIKELY TO BEAT THE BASELINE` \((\S+ \[\S+, \S+\]) against "
                      r"(\S+ \[\S+, \S+\]),\s+p\(above\) = (\S+)\)", readme)  # fmt: skip
-    assert said, "README's sentence on the whole log's watch"
+    assert said, "docs/guide/watch.md's sentence on the whole log's watch"
     printed = re.search(r"at the budget: (\S+ \[\S+, \S+\]) \(90%.*\n.*baseline "
                         r"recipe_loo_scalerl: (\S+ \[\S+, \S+\]); p\(above\) = (\S+)",
                         proc.stdout)  # fmt: skip

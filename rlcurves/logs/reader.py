@@ -223,6 +223,12 @@ def read_log(
     RLCurvesError
         Unknown format, empty file, missing or ambiguous column, no usable rows; the message
         names the file, the columns found and what to pass instead.
+
+    Examples
+    --------
+    >>> df = rlcurves.read_log("example:recipe_loo_scalerl")  # or a folder, a file, "wandb:..."
+    >>> list(df.columns[:3]), df.attrs["format"]
+    (['compute', 'reward', 'kind'], 'recipe')
     """
     check_format(format)
     if isinstance(path, (str, os.PathLike)):
@@ -256,6 +262,19 @@ def read_logs(
 
     Same arguments as :func:`read_log`, applied to every run; ``run`` may be a list with one
     name per path. Runs must share a compute unit (all GPU-hours or all FLOPs).
+
+    Raises
+    ------
+    RLCurvesError
+        No paths, a path that is neither a log nor a folder of logs, ``run=`` names that do
+        not match the paths, or any error :func:`read_log` raises for one of them.
+
+    Examples
+    --------
+    >>> seeds = ["example:recipe_cpu_demo_seed0", "example:recipe_cpu_demo_seed1"]
+    >>> df = rlcurves.read_logs(seeds)  # one frame, a run column
+    >>> sorted(df["run"].unique())
+    ['recipe_cpu_demo_seed0', 'recipe_cpu_demo_seed1']
     """
     check_format(format)
     if not paths:

@@ -20,6 +20,17 @@ def describe_log(df: pd.DataFrame) -> str:
     str
         Lines such as ``reward: 'val_pass_rate' (detected ...)`` and one line per cleaning step
         that changed something.
+
+    Raises
+    ------
+    RLCurvesError
+        A frame that ``read_log`` did not return (no ``attrs`` to describe).
+
+    Examples
+    --------
+    >>> df = rlcurves.read_log("example:recipe_loo_scalerl")
+    >>> print(rlcurves.describe_log(df).splitlines()[2])
+      compute [GPU-hours]: GPU-hours column 'gpu_hours'
     """
     runs = df.attrs.get("runs")
     if not runs:

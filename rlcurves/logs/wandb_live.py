@@ -37,6 +37,28 @@ def read_wandb_run(
     -------
     DataFrame
         As :func:`rlcurves.read_log`, ``attrs["format"] == "wandb-api"``.
+
+    Raises
+    ------
+    RLCurvesError
+        ``wandb`` is not installed (and no ``api`` was passed), or the run's history is
+        empty for the keys asked.
+
+    Examples
+    --------
+    >>> class Run:  # stands in for wandb.Api().run(path): the same two members
+    ...     name, config = "my-run", {}
+    ...     def scan_history(self, keys=None):
+    ...         return [{"_step": s, "_runtime": 360.0 * s, "eval/reward": 0.2 + 0.004 * s}
+    ...                 for s in range(0, 101, 10)]
+    ...
+    >>> class Api:
+    ...     def run(self, path):
+    ...         return Run()
+    ...
+    >>> df = rlcurves.read_wandb_run("me/rl/abc123", reward="eval/reward", gpus=8, api=Api())
+    >>> df.attrs["format"], len(df)
+    ('wandb-api', 11)
     """
     from .reader import _assemble, _curve
 
