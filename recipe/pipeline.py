@@ -64,7 +64,30 @@ from recipe.weights import Weights, as_weights
 
 
 class GeneratorFailed(RuntimeError):
-    """The rollout producer stopped with an error; the run cannot continue on these weights."""
+    """The rollout producer stopped with an error; the run cannot continue on these weights.
+
+    ``fatal``: threads or other ranks may be stuck in a collective the failure left unfinished
+    (a weight round that died midway), so the process must end instead of waiting for them at
+    exit (recipe/cli.py ends it).
+    """
+
+    def __init__(self, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+def is_fatal(err: BaseException) -> bool:
+    """Whether ``err`` or an error behind it left a collective unfinished (see
+    :class:`GeneratorFailed`)."""
+    from recipe.weight_broadcast import BroadcastFailed
+
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, BroadcastFailed) or getattr(err, "fatal", False):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 @dataclass
@@ -159,8 +182,8 @@ def push(generator, weights: Weights | Mapping[str, torch.Tensor], version: int)
     except Exception as err:
         raise GeneratorFailed(
             f"weight push of policy version {version} failed: {err!r}; the generator does not "
-            "hold the new weights, so the run stops"
-        ) from err
+            "hold the new weights, so the run stops", fatal=is_fatal(err),
+        ) from err  # fmt: skip
 
 
 class WeightBuffer:
