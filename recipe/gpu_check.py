@@ -177,6 +177,7 @@ CHECKS = [
     ),
 ]  # fmt: skip
 BY_NAME = {c.name: c for c in CHECKS}
+ORDER = {c.name: i for i, c in enumerate(CHECKS)}
 
 # Each part: what it needs (GPUs, vLLM) and the seconds it is expected to need at least (a part
 # is not started with less of the budget left: it would be cut mid-way and say less).
@@ -477,7 +478,7 @@ class Report:
 
     def table(self) -> str:
         lines = [f"{'check':36s} {'value':>12s} {'threshold':>14s}  verdict"]
-        for name, v in self.data["checks"].items():
+        for name, v in sorted(self.data["checks"].items(), key=lambda kv: ORDER[kv[0]]):
             value = "-" if v["value"] is None else f"{v['value']:.4g}"
             limit = f"{'<=' if 'max' in v else '>='} {v.get('max', v.get('min')):.4g}"
             verdict = {True: "PASS", False: "FAIL", None: "skipped"}[v["passed"]]
