@@ -273,9 +273,13 @@ class WeightBroadcast:
         """``send_weights()`` within :attr:`timeout` seconds, on a daemon thread of its own (a
         round stuck in a collective cannot be interrupted, only left behind)."""
         outcome: list[BaseException | None] = []
+        # a thread starts on CUDA device 0: give it the caller's (the streams and the gathers)
+        device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
 
         def run() -> None:
             try:
+                if device is not None:
+                    torch.cuda.set_device(device)
                 self.sender.send_weights()
             except BaseException as err:
                 outcome.append(err)
