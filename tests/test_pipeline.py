@@ -325,8 +325,8 @@ def test_the_loop_gathers_weights_only_when_the_generator_uses_them(
 
     real, reads = distributed.model_weights, []
 
-    def counting(model, ranks):
-        weights = real(model, ranks)
+    def counting(model, ranks, dtype=None):
+        weights = real(model, ranks, dtype)
         inner = weights._items
 
         def items():
