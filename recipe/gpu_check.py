@@ -218,8 +218,8 @@ def peak_flops(given_tflops: float | None = None) -> float | None:
 
 
 def model_shape(quick: bool) -> dict:
-    if quick:
-        return {"n_layer": 1, "hidden": 32, "heads": 2, "intermediate": 64}
+    if quick:  # head size 32: the smallest vLLM's CPU attention takes (16 kills its engine)
+        return {"n_layer": 1, "hidden": 64, "heads": 2, "intermediate": 128}
     return {"n_layer": 12, "hidden": 768, "heads": 12, "intermediate": 2048}
 
 
