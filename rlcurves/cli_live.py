@@ -109,7 +109,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _schedule_words() -> str:
-    return ", ".join(f"{t:g} from {f:.0%} of the budget" for f, t in DEFAULT_RULE.schedule)
+    """The measured rule's schedule in words, for argparse help (``%`` escaped as ``%%``)."""
+    words = ", ".join(f"{t:g} from {f:.0%} of the budget" for f, t in DEFAULT_RULE.schedule)
+    return words.replace("%", "%%")
 
 
 # the Monitor's keywords as watch spells them, beside the reader's and the fit's (cli.cli_words)
