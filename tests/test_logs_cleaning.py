@@ -294,7 +294,9 @@ def test_no_recognizable_reward_asks_for_reward(tmp_path):
     pd.DataFrame({"step": [1], "gpu_hours": [1.0], "score": [0.3]}).to_csv(
         tmp_path / "run.csv", index=False
     )
-    with pytest.raises(RLCurvesError, match=r"Pass reward='<column>'"):
+    with pytest.raises(
+        RLCurvesError, match=r"could be the reward: \['score'\]. Pass reward='score'"
+    ):
         read_log(tmp_path / "run.csv")
 
 

@@ -29,7 +29,24 @@ REWARD_RANKS: tuple[tuple[str, ...], ...] = (
         "test/reward",
         "test_success_mean",
         "test_reward_mean",
+        # validation accuracy, as Lightning, Keras, HF Trainer, Ray Tune examples name it
+        "val_acc",
+        "val/acc",
+        "val_accuracy",
+        "val/accuracy",
+        "valid_acc",
+        "valid/acc",
+        "validation_acc",
+        "validation/acc",
+        "validation_accuracy",
+        "validation/accuracy",
+        "eval_acc",
+        "eval/acc",
+        "eval_accuracy",
+        "eval/accuracy",
     ),
+    # a test set's accuracy: after every validation metric (Lightning logs both)
+    ("test_acc", "test/acc", "test_accuracy", "test/accuracy"),
     (
         "reward",
         "train_reward",
@@ -171,12 +188,40 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
         f" Column {c!r} would be the reward but holds text ({_first_non_number(frame[c])!r})."
         for c in not_numbers
     )
+    candidates = numeric_candidates(raw)
+    could = (
+        f" Numeric columns that could be the reward: {candidates}."
+        if candidates
+        else " No column holds numbers besides the step and compute ones."
+    )
+    example = candidates[0] if candidates else "<column>"
     raise RLCurvesError(
-        f"{raw.source}: no reward column recognized among the columns found: {columns}.{why} "
-        "Pass reward='<column>' naming the validation metric to fit.",
+        f"{raw.source}: no reward column recognized among the columns found: {columns}.{why}"
+        f"{could} Pass reward='{example}' (or another) naming the validation metric to fit. "
+        f"Names recognized without it: {', '.join(REWARD_RANKS[0])}, verl's "
+        "val-core/<source>/<metric>/mean@<n>, then "
+        f"{', '.join(n for rank in REWARD_RANKS[1:] for n in rank)}.",
         file=raw.source,
         columns=columns,
+        candidates=candidates,
     )
+
+
+def numeric_candidates(raw: RawLog) -> list[str]:
+    """Columns holding numbers that are not a step, clock, compute or run column: what the
+    reward could be when no name says so."""
+    frame = raw.frame
+    skip = {norm(n) for n in (*STEP_NAMES, *GPU_HOURS_NAMES, *FLOPS_NAMES, *SECONDS_NAMES)}
+    skip |= {norm(n) for n in (*DURATION_NAMES, "_timestamp", "timestamp", "epoch", "run")}
+    skip |= {norm(n) for n in (*raw.step_candidates, *raw.seconds_candidates)}
+    return [
+        str(c)
+        for c in frame.columns
+        if norm(c) not in skip
+        and _numeric(frame, str(c))
+        and frame[c].notna().any()
+        and not str(c).endswith(("__MIN", "__MAX"))
+    ]
 
 
 def _first_non_number(column: pd.Series) -> object:
