@@ -202,7 +202,9 @@ def forecast(
         notes.insert(
             0,
             f"UNBOUNDED: the fit has {fit.dof} residual degrees of freedom, too few to estimate "
-            f"the noise; fit at least {need} points (or fix R0 with r0=) for an interval",
+            f"the noise; fit at least {need} points"
+            + (" (or fix R0 with r0=)" if fit.r0_fixed is None else "")
+            + " for an interval",
         )
         return _unbounded(c, mean, rng, level, method, notes, {"dof": fit.dof}, out)
     cal_name, cal_n = "uncalibrated", 0

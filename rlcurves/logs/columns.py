@@ -154,11 +154,10 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
             close = find(frame, [reward])
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise _missing(raw, "the reward", reward, f"Pass reward='<one of these>'.{hint}")
-        if not _numeric(frame, reward):
+        if not (_numeric(frame, reward) or raw.as_numbers(reward)):
             raise RLCurvesError(
-                f"{raw.source}: reward column {reward!r} is not all numbers (first other value: "
-                f"{_first_non_number(frame[reward])!r}). Pass reward= a numeric metric column, "
-                "or fix that value in the log.",
+                f"{raw.source}: reward column {reward!r} holds no numbers (first value: "
+                f"{_first_non_number(frame[reward])!r}). Pass reward= a numeric metric column.",
                 file=raw.source,
                 column=reward,
                 columns=[str(c) for c in frame.columns],
@@ -171,7 +170,9 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
     not_numbers: list[str] = []
     for rank in (*raw.reward_candidates, *generic):
         named = find(frame, rank)
-        found = [c for c in named if _numeric(frame, c)]
+        # a metric column with a few text cells ("n/a", a typo) is still the metric: read as
+        # numbers, its text cells dropped and named in the cleaning report
+        found = [c for c in named if _numeric(frame, c) or raw.as_numbers(c, min_share=0.5)]
         not_numbers += [c for c in named if c not in found and c not in not_numbers]
         if len(found) == 1:
             return found[0], "detected: the best-ranked reward name present"
@@ -189,15 +190,11 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
         for c in not_numbers
     )
     candidates = numeric_candidates(raw)
-    could = (
-        f" Numeric columns that could be the reward: {candidates}."
-        if candidates
-        else " No column holds numbers besides the step and compute ones."
-    )
-    example = candidates[0] if candidates else "<column>"
+    could = f" Numeric columns that could be the reward: {candidates}." if candidates else ""
+    example = f"'{candidates[0]}' (or another)" if candidates else "'<column>'"
     raise RLCurvesError(
         f"{raw.source}: no reward column recognized among the columns found: {columns}.{why}"
-        f"{could} Pass reward='{example}' (or another) naming the validation metric to fit. "
+        f"{could} Pass reward={example} naming the validation metric to fit. "
         f"Names recognized without it: {', '.join(REWARD_RANKS[0])}, verl's "
         "val-core/<source>/<metric>/mean@<n>, then "
         f"{', '.join(n for rank in REWARD_RANKS[1:] for n in rank)}.",
