@@ -158,11 +158,7 @@ def monitor_report_html(report: MonitorReport, *, figure: bool = True) -> str:
             f"{report.mean:.3f} [{report.lower:.3f}, {report.upper:.3f}]",
         ])  # fmt: skip
     if report.baseline is not None and report.baseline_mean is not None:
-        rows.append([
-            f"baseline {report.baseline}",
-            f"{report.baseline_mean:.3f} [{report.baseline_lower:.3f}, "
-            f"{report.baseline_upper:.3f}]",
-        ])  # fmt: skip
+        rows.append([f"baseline {report.baseline}", report.baseline_words()])
     if report.p_beat is not None:
         rows.append(["p(ends above the baseline)", f"{report.p_beat:.2f}"])
     if report.target_compute is not None:

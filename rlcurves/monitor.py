@@ -123,7 +123,11 @@ class MonitorReport:
     p_target : float or None
         Probability that the curve is at or past the target at the budget.
     baseline, baseline_mean, baseline_lower, baseline_upper : str, float
-        The baseline's name and its curve at the budget with its interval.
+        The baseline's name and its level at the budget with its interval.
+    baseline_ended : float or None
+        Where the baseline's evaluations end, when that is short of the budget: its level at
+        the budget is then a forecast, extrapolated ``budget / baseline_ended`` times past its
+        last evaluation (the summary says so).
     p_beat : float or None
         Probability that this run ends above the baseline at the budget: from the forecast's
         predictive distribution (the draws its printed interval comes from) against the
@@ -163,6 +167,7 @@ class MonitorReport:
     baseline_mean: float | None = None
     baseline_lower: float | None = None
     baseline_upper: float | None = None
+    baseline_ended: float | None = None
     p_beat: float | None = None
     threshold: float | None = None
     pending: str | None = None
@@ -241,6 +246,7 @@ class MonitorReport:
                 "mean": self.baseline_mean,
                 "lower": self.baseline_lower,
                 "upper": self.baseline_upper,
+                "ended": self.baseline_ended,
             },
             "p_beat": self.p_beat,
             "threshold": self.threshold,
@@ -309,10 +315,7 @@ class MonitorReport:
             )
         if self.baseline is not None and self.baseline_mean is not None:
             p = "" if self.p_beat is None else f"; p(above) = {_p(self.p_beat)}"
-            lines.append(
-                f"    baseline {self.baseline}: {self.baseline_mean:.3f} "
-                f"[{self.baseline_lower:.3f}, {self.baseline_upper:.3f}]{p}"
-            )
+            lines.append(f"    baseline {self.baseline}: {self.baseline_words()}{p}")
         if self.target_compute is not None:
             p = "" if self.p_target is None else f" (p(reached by the budget) {_p(self.p_target)})"
             lines.append(f"    target: {self.target_compute.message}{p}")
@@ -324,6 +327,26 @@ class MonitorReport:
             )
         lines.extend(f"    note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+    def baseline_words(self) -> str:
+        """The baseline's level at the budget as printed, saying when it is a forecast from a run
+        that ended short of the budget."""
+        if self.baseline_mean is None:
+            return ""
+        lo, hi = self.baseline_lower, self.baseline_upper
+        if lo == hi == self.baseline_mean:
+            return f"{self.baseline_mean:.3f} (a level given)"
+        words = f"{self.baseline_mean:.3f} [{lo:.3f}, {hi:.3f}]"
+        ended = self.baseline_ended
+        if ended is not None and ended < self.budget:
+            words += (
+                f" (FORECAST: that run ended at C = {format_compute(ended)}, "
+                f"{ended / self.budget:.0%} of the budget; extrapolated "
+                f"{self.budget / ended:.1f}x past its last evaluation)"
+                if ended > 0
+                else " (FORECAST: that run has no evaluation past C = 0)"
+            )
+        return words
 
     def __str__(self) -> str:
         return self.summary()
@@ -594,6 +617,7 @@ class Monitor:
                 baseline_mean=self._baseline["mean"],
                 baseline_lower=self._baseline["lower"],
                 baseline_upper=self._baseline["upper"],
+                baseline_ended=self._baseline.get("ended"),
             )
         h = self._hysteresis
         first, self._fresh = self._fresh, False
@@ -760,7 +784,11 @@ class Monitor:
                 f"the baseline {name!r} has too few evaluations for a forecast at the budget "
                 f"(its interval is unbounded): {fc.note}"
             )
-        return name, {**self._level_of(fc.predictive), "fit": baseline}
+        ended = float(np.max(baseline.compute)) if np.size(baseline.compute) else 0.0
+        level = {**self._level_of(fc.predictive), "fit": baseline}
+        if ended < self.budget * (1 - 1e-9):  # its level at the budget is an extrapolation
+            level["ended"] = ended
+        return name, level
 
     def _level_of(self, pred: Predictive) -> dict:
         lo, hi = pred.interval(self.level)
@@ -861,8 +889,14 @@ def plot_monitor(report: MonitorReport, ax=None, *, logx: bool = False, **kwargs
     )  # fmt: skip
     if report.baseline_mean is not None:
         ax.axhspan(report.baseline_lower, report.baseline_upper, color=PALETTE[1], alpha=0.15)
+        ended = report.baseline_ended
+        how = (
+            f" (forecast from {ended / report.budget:.0%} of it)"
+            if ended is not None and 0 < ended < report.budget
+            else ""
+        )
         ax.axhline(report.baseline_mean, color=PALETTE[1], lw=1.2,
-                   label=f"baseline {report.baseline} at the budget")  # fmt: skip
+                   label=f"baseline {report.baseline} at the budget{how}")  # fmt: skip
     if report.target is not None:
         ax.axhline(report.target, color=PALETTE[2], lw=1.0, ls="-.", label="target")
     ax.legend(fontsize=7, loc="lower right")

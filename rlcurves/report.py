@@ -35,7 +35,7 @@ margin-top:1.6em} h3{margin-bottom:0.3em}
 pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.85em;white-space:pre-wrap}
 .muted{color:#666;font-size:0.9em} .figures{display:flex;flex-wrap:wrap;gap:1em}
 .figures figure{margin:0;flex:1 1 460px} figcaption{font-size:0.85em;color:#555}
-nav a{margin-right:1em}
+nav a{margin-right:1em} .warn{background:#fff4e5;border-left:4px solid #E69F00;padding:0.3em 0.6em}
 """
 
 
@@ -192,10 +192,22 @@ def build_report(
         cleaning = (
             describe_log(df) if df.attrs.get("runs") else "(not read by read_log: no account)"
         )
+        extrapolated = ""
+        if at > end * (1 + 1e-9):  # the value at the budget is not seen: say how far it reaches
+            extrapolated = (
+                f"<p class='warn'>{h.esc(name)}'s evaluations end at C = "
+                f"{h.esc(format_compute(end))}"
+                + (f", {end / at:.0%} of the budget" if budget is not None else "")
+                + f": its value at C = {h.esc(format_compute(at))} is a forecast, extrapolated "
+                f"{at / end:.1f}x past its last evaluation.</p>"
+                if end > 0
+                else ""
+            )
         sections.append(
             f'<section id="run-{h.esc(name)}"><h2>{h.esc(name)}</h2>'
             f"<h3>The log and its cleaning</h3><pre>{h.esc(cleaning)}</pre>"
-            f"<h3>Fit</h3>{h.fit_html(fit)}<h3>Forecast</h3>{h.forecast_html(points)}"
+            f"<h3>Fit</h3>{h.fit_html(fit)}<h3>Forecast</h3>{extrapolated}"
+            f"{h.forecast_html(points)}"
             f'<div class="figures">{"".join(figs)}</div>{bt_html}</section>'
         )
         plt.close("all")

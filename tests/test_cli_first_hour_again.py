@@ -178,3 +178,116 @@ def test_regression_text_cells_named_in_json_lines_and_a_wandb_panel_export(tmp_
     assert df.groupby("run").size().to_dict() == {"r1": 6, "r2": 7}
     (entry,) = [e for e in df.attrs["cleaning"] if e["rows"]]
     assert entry["run"] == "r1" and "Step 3 ('n/a')" in entry["detail"]
+
+
+# ---- items 2 and 3: race a sweep's runs; a run that ended short of the budget ------------------
+def _sweep(tmp_path, recipe: bool = False):
+    """One CSV of two runs, as a W&B sweep export: ``a`` ran to the budget (750 GPU-hours), ``b``
+    (faster, higher) ended at 150, 20% of it. With ``recipe``, a recipe column and two seeds
+    of each."""
+    import pandas as pd
+
+    frames = []
+    for seed in (0, 1) if recipe else (0,):
+        a = _curve(50, 750.0, seed=seed)
+        b = _curve(30, 150.0, seed=10 + seed, A=0.66, C_mid=60.0)
+        for run, (c, y) in (("a", a), ("b", b)):
+            name = f"{run}-s{seed}" if recipe else run
+            frames.append(pd.DataFrame({"run": name, "gpu_hours": c, "val_acc": y}))
+            if recipe:
+                frames[-1]["recipe"] = f"recipe_{run}"
+    path = tmp_path / "sweep.csv"
+    pd.concat(frames).to_csv(path, index=False)
+    b_only = tmp_path / "b.csv"
+    frames[1].drop(columns=["run", "recipe"], errors="ignore").to_csv(b_only, index=False)
+    return str(path), str(b_only)
+
+
+RACE = ["--run", "run", "--reward", "val_acc", "--budget", "750", "--no-plot", "-q"]
+
+
+def test_regression_race_takes_each_run_of_a_file_as_a_sweep_member(tmp_path, capsys):
+    """One CSV of two runs raced as "1 runs to the budget", the two pooled as seeds of one
+    recipe (compare on the same file saw two variants)."""
+    sweep, _ = _sweep(tmp_path)
+    assert main(["race", sweep, *RACE, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "[[Race]] 2 runs to the budget 750" in out
+    table = out[out.index("[\n") :]
+    import json
+
+    rows = {r["run"]: r for r in json.loads(table[: table.rindex("]") + 1])}
+    assert set(rows) == {"a", "b"} and rows["a"]["runs"] == ["a"]
+    assert rows["a"]["fraction"] == pytest.approx(1.0) and rows["b"]["fraction"] < 0.21
+
+
+def test_race_seeds_of_a_column_pool_a_recipes_runs(tmp_path, capsys):
+    sweep, _ = _sweep(tmp_path, recipe=True)
+    assert main(["race", sweep, *RACE, "--seeds-of", "recipe", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "[[Race]] 2 runs to the budget 750" in out
+    assert '"runs": [\n      "a-s0",\n      "a-s1"\n    ]' in out
+    assert main(["race", sweep, *RACE, "--seeds-of", "arm"]) == 2
+    err = capsys.readouterr().err
+    assert "--seeds-of arm" in err and "'recipe'" in err  # the columns there are
+    assert main(["race", sweep, *RACE]) == 0  # without it: four runs, each its own
+    assert "[[Race]] 4 runs" in capsys.readouterr().out
+
+
+def test_regression_race_says_a_leader_short_of_the_budget_is_a_forecast(tmp_path, capsys):
+    """`race` made a run that stood at 20% of the budget the leader at its extrapolated value
+    without a word; with --ended it is a run that ended there, not one still running."""
+    sweep, _ = _sweep(tmp_path)
+    assert main(["race", sweep, *RACE]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "leader: b (its value at the budget a forecast from 20% of it: 5.0x past" in head
+    assert main(["race", sweep, *RACE, "--ended", "b"]) == 0
+    out = capsys.readouterr().out
+    assert "leader: b (its value at the budget a forecast from 20% of it, where it ended" in out
+    b_row = next(line for line in out.splitlines() if line.startswith("    b "))
+    assert b_row.rstrip().endswith("ended")
+    assert "b: ended at 20% of the budget (C = 150): its value at the budget is a forecast" in out
+    assert main(["race", sweep, *RACE, "--ended", "c"]) == 2
+    assert "--ended c: no such run in the race; the runs: ['a', 'b']" in capsys.readouterr().err
+
+
+def test_regression_watch_says_a_short_baseline_is_extrapolated(tmp_path, capsys):
+    """`watch` printed a baseline that ended at 20% of the budget as "baseline ...: 0.624
+    [0.584, 0.663]", the extrapolation said only in a docstring; now where it is printed, in
+    the JSON lines report and in the HTML rendering."""
+    import json
+
+    _, b_only = _sweep(tmp_path)
+    run = _write(tmp_path, "run.csv", rows=list(range(16)))
+    args = ["watch", run, "--budget", "750", "--baseline", b_only, "--once", "--no-plot", "-q"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("baseline b.csv"))
+    assert "(FORECAST: that run ended at C = 150, 20% of the budget; extrapolated 5.0x" in line
+    record = json.loads((tmp_path / "rlcurves_monitor.jsonl").read_text().splitlines()[-1])
+    assert record["baseline"]["ended"] == pytest.approx(150.0)
+
+    import pandas as pd
+
+    from rlcurves import Monitor
+
+    df = pd.read_csv(run)
+    report = Monitor(750, baseline=pd.read_csv(b_only).rename(
+        columns={"gpu_hours": "compute", "val_acc": "reward"}), n_samples=100,
+    ).update(df["gpu_hours"], df["val_acc"])  # fmt: skip
+    from rlcurves._html import monitor_report_html
+
+    assert "FORECAST: that run ended at C = 150" in monitor_report_html(report, figure=False)
+
+
+def test_regression_html_report_says_a_forecast_at_the_budget_is_extrapolated(tmp_path):
+    _, b_only = _sweep(tmp_path)
+    out = tmp_path / "report.html"
+    rc = main(["report", b_only, "--budget", "750", "--n-samples", "50", "--fractions", "0.5",
+               "-o", str(out), "-q"])  # fmt: skip
+    assert rc == 0
+    page = out.read_text()
+    assert (
+        "b.csv's evaluations end at C = 150, 20% of the budget: its value at C = 750 is a "
+        "forecast, extrapolated 5.0x past its last evaluation." in page
+    )

@@ -114,7 +114,10 @@ class Browser:
         assert port, "chromium did not start its DevTools server"
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=10) as r:
             pages = [t for t in json.load(r) if t["type"] == "page"]
-        self.ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30)
+        # no Origin header: Chromium 111+ refuses a DevTools websocket from another origin
+        self.ws = websocket.create_connection(
+            pages[0]["webSocketDebuggerUrl"], timeout=30, suppress_origin=True
+        )
         self.next_id = 0
         self.events: list[dict] = []
 
