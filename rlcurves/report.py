@@ -175,13 +175,7 @@ def build_report(
             bt = backtest("compute", "reward", data=df, fractions=fractions, level=level,
                           n_samples=n_samples, seed=seed, label=name, progress=False,
                           min_compute=fit_kws.get("min_compute"), r0=fit_kws.get("r0"))  # fmt: skip
-            cols = ["fraction", "fit_to", "n_points", "forecast", "forecast_lower",
-                    "forecast_upper", "final_fit", "error", "covered", "A", "note"]  # fmt: skip
-            bt_html = (
-                f"<h3>Backtest</h3><p class='muted'>Refits on the first {fractions} of the run's "
-                "compute, each forecasting the run's final value; scored against the whole "
-                "run's fit there.</p>" + h.frame_table(bt.table[cols])
-            )
+            bt_html = _backtest_html(bt)
             bfig = bt.plot()
             figs.append(
                 "<figure>" + h.figure_img(bfig, alt=f"{name}: backtest") + "<figcaption>"
@@ -254,6 +248,53 @@ def build_report(
         + prov_html
         + "</body></html>\n"
     )
+
+
+def _backtest_html(bt) -> str:
+    """The backtest: its table (a refused, unbounded forecast shown as refused, a miss), the
+    coverage, and each prefix's note as a numbered line below the table, not a column."""
+    t = bt.table
+    refused_rows = t["refused"].fillna(False).to_numpy(dtype=bool)
+    covered = [
+        "refused" if r else "" if pd.isna(c) else "yes" if c else "no"
+        for c, r in zip(t["covered"], refused_rows, strict=True)
+    ]
+    table = pd.DataFrame(
+        {
+            "fit on": [f"{f:.0%}" for f in t["fraction"]],
+            "fit to": [format_compute(c) for c in t["fit_to"]],
+            "points": ["" if pd.isna(n) else int(n) for n in t["n_points"]],
+            "forecast": t["forecast"],
+            "lower": t["forecast_lower"].where(~refused_rows),
+            "upper": t["forecast_upper"].where(~refused_rows),
+            "whole-run fit": t["final_fit"],
+            "error": t["error"],
+            "covered": covered,
+            "A": t["A"],
+            "note": [f"[{i + 1}]" if n else "" for i, n in enumerate(t["note"])],
+        }
+    )
+    notes = "".join(f"<li value='{i + 1}'>{h.esc(n)}</li>" for i, n in enumerate(t["note"]) if n)
+    cov = bt.coverage
+    refused = int(refused_rows.sum())
+    return (
+        f"<h3>Backtest</h3><p class='muted'>Refits on the first "
+        f"{_fractions_words(list(t['fraction']))} of the run's compute, each forecasting the "
+        f"run's final value ({bt.level:.0%} intervals); scored against the whole run's fit "
+        "there. A refused forecast (an unbounded interval: too few points to estimate the noise) "
+        "covers nothing and counts as a miss.</p>"
+        + h.frame_table(table)
+        + f"<p>coverage: forecast {cov['forecast']:.0%} of {len(t.dropna(subset=['forecast']))}"
+        + (f" ({refused} refused, counted as misses)" if refused else "")
+        + f", A {cov['A']:.0%}</p>"
+        + (f"<ol class='notes'>{notes}</ol>" if notes else "")
+    )
+
+
+def _fractions_words(fractions: Sequence[float]) -> str:
+    """0.25, 0.5, 0.75 -> "25%, 50% and 75%"."""
+    words = [f"{f:.0%}" for f in fractions]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def write_report(

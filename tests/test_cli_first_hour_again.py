@@ -291,3 +291,32 @@ def test_regression_html_report_says_a_forecast_at_the_budget_is_extrapolated(tm
         "b.csv's evaluations end at C = 150, 20% of the budget: its value at C = 750 is a "
         "forecast, extrapolated 5.0x past its last evaluation." in page
     )
+
+
+# ---- item 7: a refused (unbounded) forecast is never covered ------------------------------------
+def test_regression_backtest_counts_a_refused_forecast_as_a_miss(tmp_path, capsys):
+    """An unbounded interval [0.000, 1.000] counted as "covered: yes", so a run reported 100%
+    coverage; it is shown as refused and counted as a miss."""
+    from rlcurves import backtest
+
+    c, y = _curve(24)
+    bt = backtest(c, y, fractions=(0.25, 0.5, 0.75), n_samples=100, progress=False, seed=0)
+    first = bt.table.iloc[0]
+    assert first["refused"] and "UNBOUNDED" in first["note"]  # 6 points: too few for noise
+    assert not first["covered"] and not first["covered_observed"]
+    assert not bt.table["refused"].iloc[1:].any()
+    assert bt.coverage["forecast"] == pytest.approx(bt.table["covered"].iloc[1:].sum() / 3)
+    assert bt.coverage["forecast"] <= 2 / 3
+    text = bt.summary()
+    assert "refused (unbounded)" in text and "(refused: counted as a miss)" in text
+    assert "1 refused forecast(s) counted as misses" in text
+    import pandas as pd
+
+    path = tmp_path / "run.csv"
+    pd.DataFrame({"gpu_hours": c, "val_acc": y}).to_csv(path, index=False)
+    out = tmp_path / "report.html"
+    rc = main(["report", str(path), "--n-samples", "50", "-o", str(out), "-q"])
+    assert rc == 0
+    page = out.read_text()
+    assert ">refused</td>" in page and "(1 refused, counted as misses)" in page
+    assert "Refits on the first 25%, 50% and 75% of the run" in page  # not a Python list
