@@ -647,8 +647,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     reached = math.floor(float(full.predict(end)) * 100) / 100
     target = args.target if args.target is not None else reached
     print(f"\n[[Compute to target]] (compute in {unit_name(unit)})")
-    print(f"    {fit.compute_to_reach(target, level=0.9, seed=0)}")
-    if args.target is None:
+    if args.target is None and not reached > full.R0:
+        # the run did not climb: there is no level it reached by spending compute
+        print(
+            f"    no default target: the whole run's fit does not rise (R0 {full.R0:.3f}, at the "
+            f"end {float(full.predict(end)):.3f}); pass --target REWARD to ask anyway"
+        )
+    else:
+        print(f"    {fit.compute_to_reach(target, level=0.9, seed=0)}")
+    if args.target is None and reached > full.R0:
         took = format_compute(full.compute_to_reach(target), unit)
         print(f"    (the whole-run fit reaches {target:g} at C = {took})")
     _demo_comparisons(args, df.attrs["group"], full)

@@ -320,3 +320,57 @@ def test_regression_backtest_counts_a_refused_forecast_as_a_miss(tmp_path, capsy
     page = out.read_text()
     assert ">refused</td>" in page and "(1 refused, counted as misses)" in page
     assert "Refits on the first 25%, 50% and 75% of the run" in page  # not a Python list
+
+
+# ---- item 6: the main job's third run -----------------------------------------------------------
+def _demo_commands() -> list[list[str]]:
+    """The `rlcurves demo` commands of the Makefile's `demo` target, as argv lists."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    body = text.split("\ndemo:", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ")
+    return [
+        shlex.split(line.split("rlcurves", 1)[1])
+        for line in body.splitlines()
+        if re.search(r"\$\(BIN\)/rlcurves demo", line)
+    ]
+
+
+def test_regression_main_jobs_third_run_is_a_forecast_the_data_support(tmp_path, capsys):
+    """The third run of `make demo` (recipe_study_ppo4_cispo_s0) got a step-function fit, every
+    parameter "not determined", and a forecast 0.522 [0, 1] against an observed 0.188. The run
+    shown now is one whose first half determines a forecast: bounded, and the run's end in it."""
+    import re
+
+    commands = _demo_commands()
+    assert len(commands) == 3
+    argv = commands[2]
+    argv[argv.index("--out") + 1] = str(tmp_path)
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    half = out.split("[[Forecast]]")[0]
+    assert "not determined" not in half and "UNBOUNDED" not in out.split("[[Compute")[0]
+    row = re.search(r"\[(\d\.\d+), (\d\.\d+)\]\s+\[[^]]+\]\s+observed (\d\.\d+)", out)
+    lo, hi, observed = map(float, row.groups())
+    assert 0 < lo <= observed <= hi < 1 and hi - lo < 0.3
+    whole = float(re.search(r"whole-run fit at the end: (\d\.\d+)", out).group(1))
+    assert lo <= whole <= hi
+    assert "[[Paired-seed study]]" in out  # the study it leads into, as before
+
+
+def test_regression_demo_on_a_falling_run_gives_no_contradictory_target(
+    tmp_path, capsys, monkeypatch
+):
+    """ "0.18 is at or before the start value ... no compute needed" beside "the whole-run fit
+    reaches 0.18 at C = inf": a run that fell has no default target; the demo says so."""
+    import rlcurves.cli as cli
+
+    monkeypatch.setattr(cli, "_demo_comparisons", lambda *a, **k: None)  # the run alone
+    args = argparse.Namespace(example="recipe_study_ppo4_cispo_s0", compute="tokens_total",
+                              min_compute=0.0, target=None, out=str(tmp_path))  # fmt: skip
+    assert cli.cmd_demo(args) == 0
+    out = capsys.readouterr().out
+    assert "no compute needed" not in out and "at C = inf" not in out
+    assert "no default target: the whole run's fit does not rise (R0 0.391" in out
