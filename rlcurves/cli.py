@@ -547,8 +547,9 @@ BACKTEST_COVERAGE = (
     "    (coverage: of the prefixes fitted, the share whose interval held the reference: "
     "'forecast' = the curve interval held the whole-run fit's value at the end; 'last "
     "observation' = the prediction interval (the range of one evaluation) held the last logged "
-    "evaluation; 'A' = the A interval held the whole-run fit's A. With three prefixes each "
-    "share is 0%, 33%, 67% or 100%: one run checks little; calibration needs many runs)"
+    "evaluation; 'A' = the A interval held the whole-run fit's A; a refused forecast (no "
+    "interval: too few points) is a miss. With three prefixes each share is 0%, 33%, 67% or "
+    "100%: one run checks little; calibration needs many runs)"
 )
 
 
