@@ -415,7 +415,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             grid = np.linspace(
                 float(fit.fit_compute.min()), max(np.max(args.at), fit.compute.max()), 200
             )
-            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True)
             path = _save(plot_forecast(fit, band), _nth_path(args.plot, label, len(out)))
             print(f"\nplot saved to {path}")
         out.append(None)
@@ -536,7 +536,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     (fit,) = fits.values()
     end = args.to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
-    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True)
     fig = plot_forecast(fit, band, logx=args.logx)
     print(f"plot saved to {_save(fig, args.output)}")
     return 0
@@ -638,7 +638,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(fit.summary())
     print()
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
-    band = forecast(fit, grid, seed=0, progress=False)
+    band = forecast(fit, grid, seed=0, progress=False, band=True)
     at_end = forecast(fit, end, seed=0, progress=False)
     last = df.loc[df["compute"].idxmax(), "reward"]
     print("\n".join(_forecast_lines(at_end, {end: float(last)}, unit=unit)))
@@ -731,6 +731,9 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
         base = df.attrs.get("baseline")
         base_of[cell] = None if base is None else family[base].attrs["cell"]
     tables = {cell: pd.concat(parts, ignore_index=True) for cell, parts in cells.items()}
+    for cell, table in tables.items():  # concat keeps no attrs: the axis unit and reward column
+        first = cells[cell][0].attrs
+        table.attrs = {k: first[k] for k in ("compute_unit", "reward") if k in first}
 
     def fit_cell(cell: str, max_compute: float | None = None) -> RunsFit:
         with warnings.catch_warnings():

@@ -174,6 +174,12 @@ def _curves(args: argparse.Namespace) -> dict[str, list[tuple[str, object]]]:
             found += [(stem, str(r), g) for r, g in df.groupby("run", sort=False)]
         else:
             found.append((stem, None, df))
+    units = {str(df.attrs.get("compute_unit")) for _, _, df in found}
+    if len(units) > 1:
+        raise RLCurvesError(
+            f"the logs are on different compute axes ({sorted(units)}); pass --compute (or --gpus "
+            "/ --gpu-hours-per-step) so that every run shares one unit and one budget."
+        )
     names = _run_names([(stem, run) for stem, run, _ in found])
     entries: dict[str, list] = {}
     for name, (_, _, df) in zip(names, found, strict=True):
@@ -286,9 +292,16 @@ def cmd_race(args: argparse.Namespace) -> int:
     if not args.no_plot:
         import matplotlib.pyplot as plt
 
+        from ._format import compute_label, units_of
+
         out = Path(args.out or RACE_PNG)
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig = report.plot()
+        # the axes in the logs' words (every log shares one unit: _curves checks it)
+        units = units_of(next(iter(entries.values()))[0][1], "compute", "reward")
+        fig = report.plot(
+            compute_label=compute_label(units.get("compute")),
+            reward_label=units.get("reward") or "reward",
+        )
         fig.savefig(out, dpi=110)
         plt.close(fig)
         print(f"figure written to {out}")

@@ -143,6 +143,7 @@ def forecast(
     seed: int | None = None,
     progress: bool = True,
     calibration: Calibration | None = None,
+    band: bool = False,
     **kwargs: Any,
 ) -> Forecast:
     """Forecast ``fit`` at compute ``at`` with calibrated intervals.
@@ -172,6 +173,12 @@ def forecast(
     calibration : Calibration, optional
         Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
         shipped calibration on the bundled real-run corpus (:func:`default_calibration`).
+    band : bool
+        A band to draw over many ``at`` (the calibrated bootstrap), without steps: the level's
+        window taken as continuous and the power law phased in over the first level window
+        past the fit window (``continuous`` in :func:`rlcurves.ensemble.combine`). It differs
+        from the forecast at a point alone by at most half such a step, and only within 1.1x
+        of the fit window's end for the phase-in; use the default for numbers you report.
     **kwargs
         Passed to the engine: :func:`rlcurves.bootstrap.bootstrap` (``n``, ``kind``, ``runs``,
         ...), :func:`rlcurves.profile.profile_prediction` or :func:`rlcurves.bayes.posterior`.
@@ -221,7 +228,7 @@ def forecast(
             from .ensemble import combine, info_dict
 
             cal = default_calibration() if calibration is None else calibration
-            ens = combine(fit, c, boot.curves, rho=boot.rho)
+            ens = combine(fit, c, boot.curves, rho=boot.rho, continuous=band)
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ._format import format_compute
+from ._format import compute_label, format_compute, units_of
 from .decide import (
     ADVICE,
     CONTINUE,
@@ -149,6 +149,9 @@ class MonitorReport:
         Evaluations since then.
     notes : list of str
         What the reader cleaned, a half-written last line waited for, and similar.
+    units : dict
+        ``{"compute": unit, "reward": column}`` of the log read (:meth:`Monitor.update_from`),
+        for the figure's axes; empty for points passed as numbers.
     """
 
     advice: str
@@ -177,6 +180,7 @@ class MonitorReport:
     evals_since_peak: int = 0
     label: str | None = None
     notes: list[str] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
     decision: Decision | None = field(default=None, repr=False)
     hold_state: tuple[int, float] = (0, math.nan)
     created: float = field(default_factory=time.time)
@@ -266,6 +270,7 @@ class MonitorReport:
             },
             "fit": None if self.fit is None else self.fit.to_dict(),
             "notes": list(self.notes),
+            "units": dict(self.units),
             "hold_state": {"streak": self.hold_state[0], "since": self.hold_state[1]},
         }
         return _json_safe(out)
@@ -500,6 +505,7 @@ class Monitor:
         self._reward: list[float] = []
         self._notes: list[str] = []
         self.log_attrs: dict[str, Any] = {}
+        self.units: dict[str, str] = {}  # the compute unit and reward column a log gave
         self._report: MonitorReport | None = None
         self._fitted_n = -1
         self._hysteresis = Hysteresis.for_rule(self.rule)
@@ -560,6 +566,7 @@ class Monitor:
         self._compute = df["compute"].astype(float).tolist()
         self._reward = df["reward"].astype(float).tolist()
         self.log_attrs = dict(df.attrs)
+        self.units = units_of(df, "compute", "reward")
         self._notes = _log_notes(df.attrs)
         if self.label is None:
             self.label = str(df.attrs.get("run") or Path(str(path)).name)
@@ -611,6 +618,7 @@ class Monitor:
             baseline=self.baseline_name,
             label=self.label,
             notes=list(self._notes),
+            units=dict(self.units),
         )
         if self._baseline is not None:
             base.update(
@@ -870,15 +878,15 @@ def plot_monitor(report: MonitorReport, ax=None, *, logx: bool = False, **kwargs
         fig, ax = (plt.subplots(figsize=(6.4, 4.2), layout="constrained") if ax is None
                    else (ax.figure, ax))  # fmt: skip
         ax.set_title(f"{report.label or 'run'}: {report.advice}", fontsize=10)
-        ax.set_xlabel("compute")
+        ax.set_xlabel(compute_label(report.units.get("compute")))
         return fig
     fit = report.fit
     start = float(fit.fit_compute[fit.fit_compute > 0].min()) if np.any(fit.fit_compute > 0) else 0
     end = max(report.budget, float(fit.compute.max()))
     grid = np.geomspace(max(start, end * 1e-4), end, 120) if logx else np.linspace(start, end, 120)
-    band = forecast(fit, grid, level=report.level, n=200, seed=0, progress=False)
-    kwargs.setdefault("compute_label", "compute")
-    kwargs.setdefault("reward_label", "reward")
+    band = forecast(fit, grid, level=report.level, n=200, seed=0, progress=False, band=True)
+    kwargs.setdefault("compute_label", compute_label(report.units.get("compute")))
+    kwargs.setdefault("reward_label", report.units.get("reward") or "reward")
     fig = plot_forecast(fit, band, ax, logx=logx, **kwargs)
     ax = fig.axes[0] if ax is None else ax
     ax.axvline(report.budget, color="0.2", lw=1.0, ls="--")

@@ -158,7 +158,7 @@ def build_report(
         at = budget if budget is not None else 2 * end
         start = float(fit.fit_compute.min())
         grid = np.linspace(start, max(at, end), 160)
-        band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False)
+        band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False, band=True)
         points = forecast(fit, sorted({end, at}), level=level, n=n_samples, seed=seed,
                           progress=False)  # fmt: skip
         unit = df.attrs.get("compute_unit") or "compute"

@@ -374,3 +374,138 @@ def test_regression_demo_on_a_falling_run_gives_no_contradictory_target(
     out = capsys.readouterr().out
     assert "no compute needed" not in out and "at C = inf" not in out
     assert "no default target: the whole run's fit does not rise (R0 0.391" in out
+
+
+# ---- item 8: the figures ---------------------------------------------------------------------
+def _band_edges(fig, label_end: str = "interval of the curve"):
+    """The curve band's lower and upper edges as drawn (x, lower, upper), from its polygon."""
+    import numpy as np
+
+    ax = fig.axes[0]
+    (poly,) = [c for c in ax.collections if str(c.get_label()).endswith(label_end)]
+    xy = poly.get_paths()[0].vertices
+    # fill_between's path: a start vertex, the lower edge, the upper edge back, a closing one
+    n = (len(xy) - 3) // 2
+    x, lower = xy[1 : n + 1, 0], xy[1 : n + 1, 1]
+    upper = xy[n + 2 : 2 * n + 2, 1][::-1]
+    return np.asarray(x), np.asarray(lower), np.asarray(upper)
+
+
+@pytest.mark.parametrize("example", ["loo", "running"])
+def test_regression_forecast_band_has_no_steps(example):
+    """The bands stepped: where the number of evaluations a level averages changes (the
+    recipe_loo_scalerl fit near 0.85M tokens) and where the power law joins at the fit window's
+    end. No step of an edge is larger than the steepest step of the curve itself."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    import rlcurves
+    from rlcurves.plot import plot_forecast
+
+    if example == "loo":
+        df = rlcurves.datasets.load_example("recipe_loo_scalerl", compute="tokens_total")
+        end = float(df["compute"].max())
+        fit = rlcurves.fit_sigmoid("compute", "reward", data=df, min_compute=0, max_compute=end / 2)
+        to = end
+    else:
+        c, y = _curve(16, 300.0)
+        fit, to = rlcurves.fit_sigmoid(c, y), 750.0
+    fig = plot_forecast(fit, to=to, seed=0)
+    x, lower, upper = _band_edges(fig)
+    plt.close(fig)
+    curve = np.abs(np.diff(fit.predict(x)))
+    for edge in (lower, upper):
+        steps = np.abs(np.diff(edge))
+        assert steps.max() <= 1.1 * curve.max() + 1e-4, (x[np.argmax(steps)], steps.max())
+
+
+def test_prediction_band_is_drawn_apart_from_the_curve_band():
+    """The prediction band was a fill barely wider than the curve's: it has its own dotted
+    edges now."""
+    import matplotlib.pyplot as plt
+
+    import rlcurves
+    from rlcurves.plot import plot_forecast
+
+    c, y = _curve(16, 300.0)
+    fig = plot_forecast(rlcurves.fit_sigmoid(c, y), to=750.0, seed=0)
+    lines = [ln for ln in fig.axes[0].lines if "prediction" in str(ln.get_label())]
+    assert len(lines) == 1 and lines[0].get_linestyle() not in ("-", "None")
+    plt.close(fig)
+
+
+def test_regression_comparison_plot_clips_an_undetermined_b():
+    """In the main job's (B, A) plot recipe_loo_pipeline_rl's B bar spanned 0.45 to 2,373 on a
+    log axis and squashed the others; the axis spans the estimates, the bar ends in an arrow."""
+    import matplotlib.pyplot as plt
+
+    import rlcurves
+
+    fits = {
+        name: rlcurves.fit_sigmoid(
+            "compute", "reward", label=name, min_compute=0,
+            data=rlcurves.datasets.load_example(name, compute="tokens_total"),
+        )
+        for name in ("recipe_loo_scalerl", "recipe_loo_dapo", "recipe_loo_pipeline_rl")
+    }  # fmt: skip
+    cmp = rlcurves.compare(fits, n_samples=300, seed=0)
+    t = cmp.table.set_index("variant")
+    assert t.loc["recipe_loo_pipeline_rl", "B_upper"] > 100  # barely determined
+    fig = cmp.plot()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    assert hi < 2 * t["B"].max() and lo > t["B_lower"].min() / 2
+    arrows = [ln for ln in ax.lines if ln.get_marker() == ">" and len(ln.get_xdata())]
+    assert arrows and all(abs(ln.get_xdata()[0] - hi) < 0.1 * hi for ln in arrows)
+    assert any("runs off the axis" in str(ln.get_label()) for ln in ax.lines)
+    plt.close(fig)
+
+
+def test_regression_study_and_live_figures_name_the_compute_unit(tmp_path, capsys, monkeypatch):
+    """The paired-seed study plots said "compute axis: unit not given" with --compute
+    tokens_total; the Monitor and Race figures labelled the axis "compute" alone."""
+    import matplotlib.pyplot as plt
+
+    import rlcurves.cli as cli
+    from rlcurves import Monitor, RaceReport, datasets
+
+    titles, labels = [], []
+
+    def keep(fig, path):
+        ax = fig.axes[0]
+        titles.append(ax.get_title())
+        labels.append((ax.get_xlabel(), ax.get_ylabel()))
+        plt.close(fig)
+        return path
+
+    monkeypatch.setattr(cli, "_save", keep)
+    # three cells, each compared with the one before it (their baselines)
+    cells = ("recipe_study_ppo4_cispo", "recipe_study_ppo4_dapo", "recipe_study_pipe4_dapo")
+    family = {
+        f"{cell}_s{seed}": datasets.load_example(f"{cell}_s{seed}", compute="tokens_total")
+        for cell in cells
+        for seed in (0, 1, 2)
+    }
+    args = argparse.Namespace(compute="tokens_total", min_compute=0.0, out=str(tmp_path))
+    cli._demo_study(args, family)
+    assert titles and all("compute axis: tokens_total" in t for t in titles), titles
+
+    sweep, _ = _sweep(tmp_path)
+    run = _write(tmp_path, "run.csv", rows=list(range(16)))
+    fig = Monitor(750, n_samples=100).update_from(run).plot()
+    assert (fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()) == (
+        "compute (GPU-hours)",
+        "val_acc",
+    )
+    plt.close(fig)
+    drawn = []
+    real_plot = RaceReport.plot
+
+    def plot(self, ax=None, **kwargs):
+        fig = real_plot(self, ax=ax, **kwargs)
+        drawn.append((fig.axes[0].get_xlabel(), fig.axes[0].get_ylabel()))
+        return fig
+
+    monkeypatch.setattr(RaceReport, "plot", plot)
+    assert main(["race", sweep, *RACE[:-2], "--out", str(tmp_path / "race.png"), "-q"]) == 0
+    assert drawn == [("compute (GPU-hours)", "val_acc")]
