@@ -35,7 +35,8 @@ margin-top:1.6em} h3{margin-bottom:0.3em}
 pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.85em;white-space:pre-wrap}
 .muted{color:#666;font-size:0.9em} .figures{display:flex;flex-wrap:wrap;gap:1em}
 .figures figure{margin:0;flex:1 1 460px} figcaption{font-size:0.85em;color:#555}
-nav a{margin-right:1em} .warn{background:#fff4e5;border-left:4px solid #E69F00;padding:0.3em 0.6em}
+nav a{margin-right:1em} .notes{font-size:0.9em}
+.warn{background:#fff4e5;border-left:4px solid #E69F00;padding:0.3em 0.6em}
 """
 
 
@@ -161,8 +162,8 @@ def build_report(
         band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False, band=True)
         points = forecast(fit, sorted({end, at}), level=level, n=n_samples, seed=seed,
                           progress=False)  # fmt: skip
-        unit = df.attrs.get("compute_unit") or "compute"
-        fig = plot_forecast(fit, band, compute_label=f"compute ({unit})", reward_label="reward")
+        # the axes as the backtest's figure names them: the compute unit, the reward column
+        fig = plot_forecast(fit, band)
         fig.axes[0].set_title(f"{name}: fit and forecast", fontsize=10)
         figs = [
             "<figure>"
@@ -221,7 +222,15 @@ def build_report(
             "</figure></div></section>",
         )
     prov = provenance(runs, command)
-    files = [[f["run"], f["file"], f["bytes"], f["sha256"]] for f in prov["files"]]
+    files = [  # a path and a 64-digit hash wrap inside their cells, not past the page
+        [
+            f["run"],
+            h.Html(f"<span style='overflow-wrap:anywhere'>{h.esc(f['file'])}</span>"),
+            f["bytes"],
+            h.Html(f"<code style='word-break:break-all'>{h.esc(f['sha256'])}</code>"),
+        ]
+        for f in prov["files"]
+    ]
     versions = [[k, v] for k, v in prov["versions"].items()]
     prov_html = (
         '<section id="provenance"><h2>Provenance</h2>'
