@@ -10,13 +10,15 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ._format import format_compute, unit_name
 from .errors import RLCurvesError
-from .fit import fit_sigmoid
+
+if TYPE_CHECKING:  # the commands import what they use when they run: --help loads no pandas
+    import pandas as pd
 
 # The reader's and the fit's keywords, as the command line spells them (for error messages).
 KEYWORD_FLAGS = {
@@ -272,6 +274,8 @@ def _add_interval_args(p: argparse.ArgumentParser) -> None:
 
 
 def _fit_from_args(args: argparse.Namespace, df: pd.DataFrame, c: str, r: str, label: str):
+    from .fit import fit_sigmoid
+
     return fit_sigmoid(
         c,
         r,
@@ -307,6 +311,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _quiet_fit(args: argparse.Namespace, df: pd.DataFrame, label: str, **override):
+    from .fit import fit_sigmoid
+
     # The command prints the fit's message itself; Python warnings would repeat it on stderr.
     kw = dict(
         r0=args.r0,
@@ -500,6 +506,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(_json([{**row, "compute_unit": unit} for row in _records(table)]))
         return 0
+    import pandas as pd
+
     with pd.option_context("display.width", 160, "display.precision", 4):
         print(table.to_string(index=False))
     print(f"(compute axis: {unit or 'unit not given'}; C_mid and every C below in this unit)")
@@ -612,6 +620,7 @@ def cmd_examples(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import load_example
+    from .fit import fit_sigmoid
     from .forecast import forecast
     from .plot import plot_forecast
 
@@ -681,6 +690,7 @@ def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None
     switch (``attrs["baseline"]``): the example's own variants first, then any other pairs."""
     from .compare import compare
     from .datasets import list_examples, load_example
+    from .fit import fit_sigmoid
 
     family = {n: load_example(n, compute=args.compute) for n in list_examples(group=group)}
     if any("cell" in df.attrs for df in family.values()):
@@ -720,6 +730,8 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
     """A paired-seed study: the seeds of each cell pooled (:func:`rlcurves.fit_runs`), each cell
     compared with the cell it differs from by one switch (run-level draws), and the per-seed
     paired differences (:func:`rlcurves.paired_differences`)."""
+    import pandas as pd
+
     from .compare import compare
     from .runs import RunsFit, fit_runs, paired_differences, shared_compute
 
@@ -859,12 +871,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo", help="forecast the bundled example run from half its budget; print and plot"
     )
-    from .datasets import list_examples
-
-    p.add_argument(
+    p.add_argument(  # the name is checked when the command runs (load_example lists them)
         "--example",
         default="simulated_scalerl_8b",
-        choices=list_examples(),
         metavar="NAME",
         help="bundled run to forecast (default: simulated_scalerl_8b; `rlcurves examples` "
         "lists them all: the simulated one, the real CPU-demo seeds and the leave-one-out runs)",

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
 from .errors import RLCurvesError
 from .predictive import Predictive
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .calibrate import Calibration
     from .result import SigmoidFit
 
@@ -114,6 +115,8 @@ class Forecast:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per forecast point: at, mean, lower, upper, prediction_lower/upper."""
+        import pandas as pd
+
         cols = ("at", "mean", "lower", "upper", "prediction_lower", "prediction_upper")
         return pd.DataFrame({c: np.atleast_1d(getattr(self, c)) for c in cols})
 

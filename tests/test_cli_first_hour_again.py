@@ -509,3 +509,44 @@ def test_regression_study_and_live_figures_name_the_compute_unit(tmp_path, capsy
     monkeypatch.setattr(RaceReport, "plot", plot)
     assert main(["race", sweep, *RACE[:-2], "--out", str(tmp_path / "race.png"), "-q"]) == 0
     assert drawn == [("compute (GPU-hours)", "val_acc")]
+
+
+# ---- item 9: start-up ------------------------------------------------------------------------
+def test_regression_import_rlcurves_loads_nothing_heavy():
+    """`import rlcurves` took 5.5 s on a busy machine (numba, scipy.stats, pandas, matplotlib
+    for every command); it loads none of them now, a name loads its module on first use, and
+    the command line's help loads no pandas. (Times: python -m benchmarks.import_time.)"""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, rlcurves\n"
+        "heavy = ('numba', 'scipy.stats', 'pandas', 'matplotlib', 'scipy.optimize')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+        "from rlcurves.compare import Comparison\n"  # binds the submodule to the package
+        "print(callable(rlcurves.compare), 'scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    loaded, after_use = out.stdout.strip().splitlines()
+    assert loaded == "[]", loaded
+    # rlcurves.compare is still the function; scipy.stats waits for a t test
+    assert after_use == "True False"
+    help_only = (
+        "import sys\nfrom rlcurves.cli import main\ntry:\n    main(['watch', '--help'])\n"
+        "except SystemExit:\n    pass\nprint('pandas' in sys.modules, 'numba' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", help_only], capture_output=True, text=True)
+    assert out.stdout.strip().splitlines()[-1] == "False False"
+
+
+def test_first_use_notice_says_what_measured_the_wait(monkeypatch, capsys):
+    """The notice said "10-20 s on 2 cores" and it took 45 s: it now names the benchmark and
+    what it measured, idle and busy, and is given at the first fit (import loads no kernels)."""
+    from rlcurves import _warmup
+
+    monkeypatch.setattr(_warmup, "_NOTICED", [])
+    monkeypatch.setattr(_warmup, "cache_is_cold", lambda: True)
+    _warmup.notice_if_cold()
+    err = capsys.readouterr().err
+    assert "benchmarks/first_fit.py" in err and "14-16 s on 2 idle cores" in err
+    assert "65 s on 2 busy ones" in err and "10-20 s" not in err
