@@ -8,12 +8,16 @@ output (``rlcurves --version``, ``rlcurves watch --help``: the parser built, not
 The ratio the project holds to (issue 39): ``import rlcurves`` at most 1.3x ``import
 scipy.optimize, pandas``.
 
-Run: python -m benchmarks.import_time [--rounds N] [--quick]
+``--also DIR`` times ``import rlcurves`` from another copy of the package too (a folder holding
+``rlcurves/``, e.g. ``git archive <commit> rlcurves | tar -x -C DIR``), in the same rounds.
+
+Run: python -m benchmarks.import_time [--rounds N] [--quick] [--also DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -43,33 +47,48 @@ sys.stderr.write(f"seconds {time.perf_counter() - t0!r}\\n")
 """
 
 
-def _seconds(code: str) -> float:
-    """Seconds ``code`` takes in a fresh interpreter, timed inside it."""
+def _seconds(code: str, path: str | None = None) -> float:
+    """Seconds ``code`` takes in a fresh interpreter, timed inside it (``path`` first on the
+    module search path)."""
+    env = None if path is None else {**os.environ, "PYTHONPATH": path}
     out = subprocess.run(
-        [sys.executable, "-c", _TIMED, code], check=True, capture_output=True, text=True
+        [sys.executable, "-c", _TIMED, code],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=path,  # `python -c` puts the working folder first on the path
     )
     line = [x for x in out.stderr.splitlines() if x.startswith("seconds ")][-1]
     return float(line.split()[1])
 
 
-def measure(rounds: int) -> dict[str, list[float]]:
+def measure(rounds: int, also: str | None = None) -> dict[str, list[float]]:
     """Seconds per statement per round (each in a fresh interpreter)."""
-    for code in STATEMENTS.values():  # warm the file cache (and numba's) once, not timed
-        _seconds(code)
-    out: dict[str, list[float]] = {name: [] for name in STATEMENTS}
+    plan = [(name, code, None) for name, code in STATEMENTS.items()]
+    if also is not None:
+        plan.insert(2, (f"import rlcurves ({also})", "import rlcurves", also))
+    for _, code, path in plan:  # warm the file cache (and numba's) once, not timed
+        _seconds(code, path)
+    out: dict[str, list[float]] = {name: [] for name, _, _ in plan}
     for _ in range(rounds):
-        for name, code in STATEMENTS.items():
-            out[name].append(_seconds(code))
+        for name, code, path in plan:
+            out[name].append(_seconds(code, path))
     return out
+
+
+def _s(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if seconds < 0.1 else f"{seconds:.2f} s"
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--quick", action="store_true", help="5 rounds")
+    ap.add_argument("--also", help="a folder holding another copy of rlcurves/ to time too")
     args = ap.parse_args(argv)
     rounds = 5 if args.quick else args.rounds
-    times = measure(rounds)
+    times = measure(rounds, args.also)
     ref = float(np.median(times["import scipy.optimize, pandas"]))
     rows = []
     for name, values in times.items():
@@ -88,11 +107,18 @@ def main(argv: list[str] | None = None) -> dict:
     print("| statement | median | fastest-slowest | vs `import scipy.optimize, pandas` |")
     print("|---|---|---|---|")
     for r in rows:
-        print(f"| `{r['statement']}` | {r['median_s']:.2f} s | {r['min_s']:.2f}-{r['max_s']:.2f} s"
+        print(f"| `{r['statement']}` | {_s(r['median_s'])} | {_s(r['min_s'])}-{_s(r['max_s'])}"
               f" | {r['ratio_to_scipy_pandas']:.2f}x |")  # fmt: skip
     verdict = "within" if ratio <= TARGET else "ABOVE"
     print(f"import rlcurves / import scipy.optimize, pandas = {ratio:.2f} ({verdict} {TARGET}x)")
-    result = {"rounds": rounds, "rows": rows, "ratio": ratio, "target": TARGET, "times": times}
+    result = {
+        "rounds": rounds,
+        "also": args.also,
+        "rows": rows,
+        "ratio": ratio,
+        "target": TARGET,
+        "times": times,
+    }
     path = save("import_time_quick" if args.quick else "import_time", result)
     print(f"wrote {path}")
     return result

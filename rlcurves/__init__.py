@@ -13,6 +13,7 @@ kernels), so a command or a script pays only for what it uses
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import types
 from typing import TYPE_CHECKING, Any
@@ -106,6 +107,9 @@ if TYPE_CHECKING:  # what static analysis and IDEs see: the eager imports
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        # a submodule (rlcurves.plot, rlcurves.decide...), as an eager import made them all
+        if not name.startswith("__") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f".{name}", __name__)
         raise AttributeError(f"module 'rlcurves' has no attribute {name!r}")
     loaded = importlib.import_module(module, __name__)
     value = loaded if name in _MODULES else getattr(loaded, name)

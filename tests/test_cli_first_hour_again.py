@@ -550,3 +550,22 @@ def test_first_use_notice_says_what_measured_the_wait(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "benchmarks/first_fit.py" in err and "14-16 s on 2 idle cores" in err
     assert "65 s on 2 busy ones" in err and "10-20 s" not in err
+
+
+def test_readme_start_up_numbers_are_the_benchmarks():
+    """The README's start-up sentence quotes benchmarks/results/import_time.json."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    res = json.loads((root / "benchmarks" / "results" / "import_time.json").read_text())
+    rows = {r["statement"]: r for r in res["rows"]}
+    readme = " ".join((root / "README.md").read_text().split())
+    own = rows["import rlcurves"]
+    ref = rows["import scipy.optimize, pandas"]
+    assert res["ratio"] <= res["target"] == 1.3
+    assert f"`import rlcurves` {own['median_s'] * 1000:.0f} ms" in readme
+    assert f"against {ref['median_s']:.2f} s for `import scipy.optimize, pandas`" in readme
+    assert f"({res['ratio']:.2f}x;" in readme
+    before = next(r for n, r in rows.items() if n.startswith("import rlcurves ("))
+    assert f"{before['median_s']:.2f} s, {before['ratio_to_scipy_pandas']:.2f}x)" in readme
