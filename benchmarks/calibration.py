@@ -127,7 +127,8 @@ def forecast_record(fit, c, r, calibration, seed=0) -> dict:
         "upper": float(fc.upper),
         "unbounded": bool(fc.unbounded),
         "observed": obs,
-        "covered": bool(fc.lower <= obs <= fc.upper),
+        # an unbounded interval (the metric's whole range) is a refusal: a miss, never a cover
+        "covered": not fc.unbounded and bool(fc.lower <= obs <= fc.upper),
         "width": float(fc.upper - fc.lower),
         "abs_error": abs(float(fc.mean) - obs),
         "info": {k: v for k, v in fc.info.items() if k in ("weights", "disagreement")},

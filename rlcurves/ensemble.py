@@ -123,6 +123,32 @@ def level_grid(at: float, spacing: float) -> np.ndarray:
     return grid[grid > 0] if np.any(grid > 0) else np.array([at])
 
 
+def level_weights(at: float, spacing: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The level at ``at`` with a continuous window, for a band drawn on a grid: the evaluations
+    of :func:`level_grid` with the oldest one weighted by the fraction of it the window covers
+    (``k = 0.1 at / spacing`` evaluations, not rounded), so that the level, its centre and its
+    noise change smoothly with ``at`` instead of stepping where the rounded count changes. Equal
+    to :func:`level_grid`'s mean where ``0.1 at / spacing`` is a whole number. Returns the grid,
+    its weights and the (fractional) number of evaluations."""
+    if not (spacing > 0 and math.isfinite(spacing)):
+        return np.array([at]), np.ones(1), 1.0
+    k = max(1.0, LEVEL_WINDOW * at / spacing)
+    whole = math.floor(k)
+    if k > _MAX_WINDOW_POINTS:  # steps of 1/k or less: the rounded window as it is
+        grid = level_grid(at, spacing)
+        return grid, np.ones(grid.size), float(round(k))
+    frac = k - whole
+    n = whole + (1 if frac > 1e-12 else 0)
+    grid = at - spacing * np.arange(n)
+    weights = np.ones(n)
+    if n > whole:
+        weights[-1] = frac
+    keep = grid > 0
+    if not keep.any():
+        return np.array([at]), np.ones(1), 1.0
+    return grid[keep], weights[keep], float(weights[keep].sum())
+
+
 def n_level(at: float, spacing: float) -> int:
     """Number of evaluations in the level at ``at`` (see :func:`level_grid`)."""
     if not (spacing > 0 and math.isfinite(spacing)):
@@ -137,6 +163,25 @@ def ar1_mean_variance(k: int, rho: float) -> float:
     j = np.arange(1, k)
     rho = min(max(float(rho), 0.0), 0.95)
     return float((1.0 + 2.0 * np.sum((1.0 - j / k) * rho**j)) / k)
+
+
+def _window_means(values: Callable, windows: list) -> np.ndarray:
+    """The mean of ``values(grid)`` over each level window ``(grid, weights or None, k)``."""
+    return np.array(
+        [
+            float(np.mean(values(g)) if w is None else np.average(values(g), weights=w))
+            for g, w, _ in windows
+        ]
+    )
+
+
+def _mean_variance(k: float, rho: float) -> float:
+    """:func:`ar1_mean_variance` at a fractional ``k``: linear between the whole numbers."""
+    lo = math.floor(k)
+    if k - lo < 1e-12:
+        return ar1_mean_variance(int(lo), rho)
+    frac = k - lo
+    return (1 - frac) * ar1_mean_variance(lo, rho) + frac * ar1_mean_variance(lo + 1, rho)
 
 
 def _quiet(fn, *args, **kwargs):
@@ -215,6 +260,7 @@ def combine(
     curves: Callable[[np.ndarray], np.ndarray],
     *,
     rho: float | None = None,
+    continuous: bool = False,
 ) -> Ensemble:
     """The combined forecast of the run's level at ``at`` (see the module docstring).
 
@@ -229,6 +275,11 @@ def combine(
         spread is the fit uncertainty).
     rho : float, optional
         Lag-1 autocorrelation of the evaluation noise (default: from the residuals).
+    continuous : bool
+        For a band drawn over many ``at``, without steps: the level's window taken as
+        continuous (:func:`level_weights`), so nothing steps where the number of evaluations
+        averaged changes, and the power law weighted by the share of that window past the fit
+        window, so the combination does not step in at the window's end.
     """
     from .calibrate import residual_sd
 
@@ -237,10 +288,17 @@ def combine(
     end = float(np.max(c))
     uniq = np.unique(c)
     spacing = float(np.median(np.diff(uniq))) if uniq.size > 1 else math.nan
-    grids = [level_grid(float(a), spacing) for a in at]
-    k = np.array([n_level(float(a), spacing) for a in at])
-    centers = np.array([float(np.mean(g)) for g in grids])
-    sig = np.array([float(np.mean(fit.predict(g))) for g in grids])
+    if continuous:
+        windows = [level_weights(float(a), spacing) for a in at]
+    else:
+        windows = []
+        for a in at:
+            g = level_grid(float(a), spacing)
+            windows.append((g, None, float(n_level(float(a), spacing))))
+    k_eff = np.array([kk for _, _, kk in windows])
+    k = np.maximum(np.round(k_eff), 1).astype(int)
+    centers = _window_means(lambda g: g, windows)
+    sig = _window_means(fit.predict, windows)
     point_s = np.asarray(fit.predict(at), dtype=float)
 
     errors = backtest_errors(fit)
@@ -255,12 +313,15 @@ def combine(
     else:
         weights = backtest_weights(errors)
         with np.errstate(all="ignore"):
-            plv = np.array([float(np.mean(pl.predict(g))) for g in grids])
+            plv = _window_means(pl.predict, windows)
             point_p = np.asarray(pl.predict(at), dtype=float)
     # the power law only beyond the window, and only where its forecast is a finite value
     plv = np.where(np.isfinite(plv) & (np.abs(plv) < 1e6), plv, np.nan)
     ok = (at > end) & np.isfinite(plv) & np.isfinite(point_p)
     wp = np.where(ok, weights["power_law"], 0.0)
+    if continuous and spacing > 0:  # phased in over the first level window past `end`
+        span = np.maximum(k_eff * spacing, 1e-300)
+        wp = wp * np.clip((at - end) / span, 0.0, 1.0)
     plz, ppz = np.where(ok, plv, 0.0), np.where(ok, point_p, 0.0)
     mean = (1 - wp) * sig + wp * plz
     point = (1 - wp) * point_s + wp * ppz
@@ -273,7 +334,7 @@ def combine(
         res = fit.fit_reward - np.asarray(fit.predict(c), dtype=float)
         den = float(np.sum(res**2))
         rho = float(np.sum(res[1:] * res[:-1]) / den) if den > 0 and res.size > 2 else 0.0
-    noise_var = noise**2 * np.array([ar1_mean_variance(int(kk), rho) for kk in k])
+    noise_var = noise**2 * np.array([_mean_variance(kk, rho) for kk in k_eff])
     with np.errstate(divide="ignore", invalid="ignore"):
         distance = np.where(centers > end, np.log(np.maximum(centers, end) / end), 0.0)
     return Ensemble(
@@ -324,4 +385,5 @@ __all__ = [
     "combine",
     "fit_tail_power_law",
     "level_grid",
+    "level_weights",
 ]
