@@ -110,6 +110,7 @@ class _Entry:
     interval: tuple[float, float] | None = None  # the draws' interval at the race's level
     frame: pd.DataFrame | None = None  # points(), while frame_key holds
     frame_key: tuple = ()
+    window_columns: tuple | None = None  # (window, its columns as arrays): _columns(entry)
 
     @property
     def now(self) -> float:
@@ -753,8 +754,7 @@ class Race:
         if self.misspecification != "sweep":
             return None, 0
         if self._tau is None or any(e.fresh for e in self._entries.values()):
-            frames = [e.window for e in self._entries.values() if e.window is not None]
-            records = pd.concat(frames, ignore_index=True) if frames else None
+            records = _concat([_columns(e) for e in self._entries.values() if e.window is not None])
             tau = self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
             self._tau = (tau, 0 if records is None else len(records))
         return self._tau
@@ -1077,6 +1077,22 @@ def _range(fit) -> tuple[float, float]:
     from .bootstrap import metric_range
 
     return metric_range(fit)
+
+
+def _columns(e: _Entry) -> dict[str, np.ndarray]:
+    """The entry's window records as arrays, column by column (made once per window)."""
+    made = e.window_columns
+    if made is None or made[0] is not e.window:
+        made = e.window_columns = (e.window, {c: e.window[c].to_numpy() for c in e.window})
+    return made[1]
+
+
+def _concat(frames: list[dict[str, np.ndarray]]) -> pd.DataFrame | None:
+    """Records (column -> array) one under the other, as ``pd.concat`` of their frames with
+    ``ignore_index=True`` gives them (a thousand in milliseconds); None for none."""
+    if not frames:
+        return None
+    return pd.DataFrame({c: np.concatenate([f[c] for f in frames]) for c in frames[0]})
 
 
 def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
