@@ -9,16 +9,23 @@ steepness and midpoint, 10% that peak and decline, 10% late take-offs (flat, the
 
 For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` at
 the commit before the change; ``new``: :class:`rlcurves.Race`): a race fed every run's 25
-evaluations, then the seconds of its first ``report()`` (every run fitted and forecast); then one
-run gets one evaluation more, at the next rung of the budget (55%), so that the report refits it
-(a run is refit when its compute crosses a rung: an evaluation that crosses none gives the cached
-report at once, with either code), and the seconds of that report. Both codes' reports are
-compared field by field (:func:`same_reports`): the new one must decide exactly as today's. The
-numba kernels are compiled (and a small race run) before the clock.
+evaluations, then the seconds of its first ``report()`` (every run fitted and forecast, then the
+decisions), and of its decisions alone (``Race._decide``: the sweep's tau, every run's draws at
+it, the per-run and the sweep-level rules, the table); then one run gets one evaluation more, at
+the next rung of the budget (55%), so that the report refits it (a run is refit when its compute
+crosses a rung: an evaluation that crosses none gives the cached report at once, with either
+code), and the seconds of that report. Both codes' reports are compared: field by field and
+exactly (:func:`same_reports`, "identical"), and by their decisions, with the largest relative
+difference of their numbers (:func:`decisions`; each code refits on its own here, and today's
+refits are not reproducible to the last bit: tests/test_race_scale.py, which compares the
+reports exactly on shared refits). The numba kernels are compiled (and a small race run)
+before the clock.
 
-``today`` runs only where it takes a few minutes (``--today-up-to``, default 100 runs): at
-1,000 runs its first report would take about 10 minutes on 2 cores (1,000 refits, and the
-sweep-level rule draws a matrix of every run's draws once per run: quadratic in the runs).
+Today's code refits every run itself only where that takes a few minutes (``--today-up-to``,
+default 100 runs). At 1,000 runs its first report would take about 10 minutes on 2 cores, most
+of it the same refits as the new code's (the per-run forecasting is the same code in both), so
+there it takes the new code's refits of the first report (:func:`timed_class`) and only its
+decisions are timed; the report after one new evaluation refits that run itself.
 
 ``--profile N``: cProfile of today's first report on N runs x 25 evaluations, by part (the
 table "where a first report's time goes").
@@ -76,12 +83,51 @@ def simulated_sweep(n_runs: int, *, seed: int = 0, n_evals: int = N_EVALS) -> di
     return runs
 
 
+# what a refit sets on an entry (both codes): a donor's refits are handed to today's code
+REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why")
+
+
 def race_classes() -> dict:
     """The two codes: ``today`` (the reference) and ``new`` (the library's Race)."""
     from benchmarks.race_reference import Race as TodayRace
     from rlcurves import Race
 
     return {"today": TodayRace, "new": Race}
+
+
+def timed_class(cls, donors: dict | None = None):
+    """``cls`` timing the report's decisions (``_decide``: the sweep's tau, every run's draws,
+    the rules, the table) apart from its refits; with ``donors`` (entry -> (key, refit fields),
+    another race's refits) an entry whose key matches takes the donor's refit instead of
+    refitting (the same code would compute the same fields)."""
+
+    class Timed(cls):
+        decide_s = 0.0
+
+        def _decide(self):
+            t0 = time.perf_counter()
+            out = super()._decide()
+            self.decide_s = time.perf_counter() - t0
+            return out
+
+        def _refit(self, e, i):
+            key = tuple((n, self._rung(r), r.failed, r.ended) for n, r in e.runs.items())
+            hit = None if donors is None else donors.get(e.name)
+            if key == e.key or hit is None or hit[0] != key:
+                return super()._refit(e, i)
+            e.key, e.fresh = key, True
+            for f, v in zip(REFIT_FIELDS, hit[1], strict=True):
+                setattr(e, f, v)
+
+    return Timed
+
+
+def refits(race) -> dict:
+    """Every entry's refit: entry -> (key, fields), to hand to another race."""
+    return {
+        name: (e.key, tuple(getattr(e, f) for f in REFIT_FIELDS))
+        for name, e in race._entries.items()
+    }
 
 
 def fed(race_class, runs: dict, **race_kws):
@@ -174,49 +220,75 @@ def same_reports(a, b) -> list[str]:
     return diffs
 
 
-def measure(n_runs: int, codes: list[str], seed: int = 0) -> dict:
-    """Seconds of the first report and of the report after one new evaluation, per code."""
+def decisions(a, b) -> dict:
+    """Whether two reports decide alike (who to stop, who leads, each entry's status and advice),
+    and how far apart their numbers are (largest relative difference over the table's numbers,
+    the risk, the alpha spent and the tau): the codes refit each on their own, and today's
+    refits themselves differ in the last digits now and then (tests/test_race_scale.py)."""
+    cols = ["run", "status", "advice"]
+    same = (
+        a.stop == b.stop
+        and a.stopped_now == b.stopped_now
+        and a.leader == b.leader
+        and a.table[cols].equals(b.table[cols])
+    )
+    nums = ["compute", "mean", "lower", "upper", "p_best"]
+    x = np.r_[a.table[nums].to_numpy(float).ravel(), a.risk, a.spent, a.tau or 0.0]
+    y = np.r_[b.table[nums].to_numpy(float).ravel(), b.risk, b.spent, b.tau or 0.0]
+    ok = np.isfinite(x) & np.isfinite(y)
+    rel = np.abs(x[ok] - y[ok]) / np.maximum(np.abs(y[ok]), 1e-12)
+    return {"same_decisions": bool(same), "max_relative_difference": float(rel.max(initial=0.0))}
+
+
+def measure(n_runs: int, today_refits: bool, seed: int = 0) -> dict:
+    """Seconds of the first report and of the report after one new evaluation, per code, and of
+    their decisions (``_decide``) apart. Today's code refits every run itself when
+    ``today_refits``; otherwise (1,000 runs) it takes the new code's refits of the first
+    report (the same per-run code: :func:`timed_class`), so that only its first report's
+    decisions are timed, and it refits the run with the new evaluation itself."""
     runs = simulated_sweep(n_runs, seed=seed)
     classes = race_classes()
-    out: dict = {"runs": n_runs, "evaluations": N_EVALS}
-    reports = {}
-    for code in codes:
-        race = fed(classes[code], runs)
+    out: dict = {"runs": n_runs, "evaluations": N_EVALS, "today_refits": today_refits}
+    reports, donors = {}, None
+    for code in ("new", "today"):
+        race = fed(timed_class(classes[code], None if today_refits else donors), runs)
         before = load()
         first, rep1 = timed(race.report)
+        first_decide = race.decide_s
+        if code == "new":
+            donors = refits(race)
         one_more(race, runs)
         again, rep2 = timed(race.report)
         out[code] = {
             "first_report_s": first,
+            "first_decide_s": first_decide,
             "after_one_evaluation_s": again,
+            "after_one_decide_s": race.decide_s,
             "load_before": before,
             "load_after": load(),
-            "refit_after_one": int(
-                sum(
-                    r != s
-                    for r, s in zip(rep1.table["n_points"], rep2.table["n_points"], strict=True)
-                )
-            ),
             "stopped_first": len(rep1.stopped_now),
         }
         reports[code] = (rep1, rep2)
         print(
-            f"  {n_runs} runs, {code}: first report {first:.2f} s, after one new evaluation "
-            f"{again:.3f} s (load {before[0]:.1f})",
+            f"  {n_runs} runs, {code}: first report {first:.2f} s (decisions {first_decide:.2f} "
+            f"s), after one new evaluation {again:.3f} s (decisions {race.decide_s:.3f} s); "
+            f"load {before[0]:.1f}",
             flush=True,
         )
-    if len(reports) == 2:
-        diffs = same_reports(reports["today"][0], reports["new"][0]) + same_reports(
-            reports["today"][1], reports["new"][1]
-        )
-        out["identical"] = not diffs
-        out["differences"] = diffs[:10]
-        t, n = out["today"], out["new"]
+    diffs = same_reports(reports["today"][0], reports["new"][0]) + same_reports(
+        reports["today"][1], reports["new"][1]
+    )
+    out["identical"] = not diffs
+    out["differences"] = diffs[:10]
+    both = [decisions(reports["today"][i], reports["new"][i]) for i in (0, 1)]
+    out["same_decisions"] = all(d["same_decisions"] for d in both)
+    out["max_relative_difference"] = max(d["max_relative_difference"] for d in both)
+    t, n = out["today"], out["new"]
+    if today_refits:
         out["first_report_speedup"] = t["first_report_s"] / n["first_report_s"]
-        out["after_one_speedup"] = t["after_one_evaluation_s"] / n["after_one_evaluation_s"]
-    if "new" in out:
-        n = out["new"]
-        n["after_one_over_first"] = n["after_one_evaluation_s"] / n["first_report_s"]
+    out["first_decide_speedup"] = t["first_decide_s"] / n["first_decide_s"]
+    out["after_one_speedup"] = t["after_one_evaluation_s"] / n["after_one_evaluation_s"]
+    n["after_one_over_first"] = n["after_one_evaluation_s"] / n["first_report_s"]
     return out
 
 
@@ -271,27 +343,27 @@ def profile(n_runs: int, seed: int = 0) -> dict:
 
 
 def _s(x: float) -> str:
-    return f"{x:.3f}" if x < 1 else f"{x:.1f}"
+    return f"{x:.3f} s" if x < 1 else f"{x:.1f} s"
 
 
 def table(res: dict) -> str:
     """The side-by-side table: seconds per report, today's code and the new, and their ratio."""
     lines = [
-        "| runs | first report: today | new | speedup | after one new evaluation: today | "
-        "new | speedup | new: after one / first |",
-        "|---|---|---|---|---|---|---|---|",
+        "| runs | first report: today | new | speedup | its decisions: today | new | "
+        "after one new evaluation: today | new | speedup | new: after one / first |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["sizes"]:
-        t, n = r.get("today"), r["new"]
-        first = f"{_s(t['first_report_s'])} s" if t else "not run"
-        again = f"{_s(t['after_one_evaluation_s'])} s" if t else "not run"
+        t, n = r["today"], r["new"]
+        if r["today_refits"]:
+            first, speedup = _s(t["first_report_s"]), f"{r['first_report_speedup']:.2f}x"
+        else:
+            first, speedup = "not run (refits: the new code's)", "-"
         lines.append(
-            f"| {r['runs']:,} | {first} | {_s(n['first_report_s'])} s | "
-            f"{r['first_report_speedup']:.2f}x | {again} | {_s(n['after_one_evaluation_s'])} s | "
+            f"| {r['runs']:,} | {first} | {_s(n['first_report_s'])} | {speedup} | "
+            f"{_s(t['first_decide_s'])} | {_s(n['first_decide_s'])} | "
+            f"{_s(t['after_one_evaluation_s'])} | {_s(n['after_one_evaluation_s'])} | "
             f"{r['after_one_speedup']:.0f}x | 1/{1 / n['after_one_over_first']:.0f} |"
-            if t
-            else f"| {r['runs']:,} | {first} | {_s(n['first_report_s'])} s | - | {again} | "
-            f"{_s(n['after_one_evaluation_s'])} s | - | 1/{1 / n['after_one_over_first']:.0f} |"
         )
     return "\n".join(lines)
 
@@ -311,7 +383,12 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
-    parser.add_argument("--today-up-to", type=int, default=100)
+    parser.add_argument(
+        "--today-up-to",
+        type=int,
+        default=100,
+        help="today's code refits every run itself up to this many runs (above: the new's refits)",
+    )
     parser.add_argument("--profile", type=int, default=0, help="profile today's code on N runs")
     parser.add_argument("--out", default=str(RESULTS / "race_scale.json"))
     args = parser.parse_args(argv)
@@ -319,8 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     warm()
     res: dict = {"machine": machine(), "budget": BUDGET, "sizes": []}
     for n in args.sizes:
-        codes = ["today", "new"] if n <= args.today_up_to else ["new"]
-        res["sizes"].append(measure(n, codes))
+        res["sizes"].append(measure(n, today_refits=n <= args.today_up_to))
     if args.profile:
         res["profile"] = profile(args.profile)
     res["seconds"] = time.perf_counter() - t0

@@ -69,10 +69,11 @@ class _Run:
     failed: str | None = None
     ended: bool = False
     stopped_at: float | None = None
+    latest: float = 0.0  # the largest compute so far (update keeps it)
 
     @property
     def now(self) -> float:
-        return max(self.compute) if self.compute else 0.0
+        return self.latest
 
 
 @dataclass(eq=False)
@@ -562,6 +563,8 @@ class Race:
         run = self._run(name, group)
         run.compute.extend(c.tolist())
         run.reward.extend(r.tolist())
+        if c.size:
+            run.latest = max(run.latest, float(c.max()))
         run.last_seen = time.monotonic()
 
     def _run(self, name: str, group: str | None) -> _Run:

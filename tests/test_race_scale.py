@@ -117,20 +117,54 @@ def test_sweep_level_functions_with_draws_of_different_counts_and_nothing_kept(r
 
 
 # ---- Race: the same reports as today's ------------------------------------------------------
+# Today's per-run forecasts are not reproducible to the last bit: the same fit, made twice in one
+# process, can differ by 1e-11 where the bounded solver polishes an optimum on a bound (the
+# sigmoid refit of a 5-point backtest window: 3 answers in 300 calls, with one thread for numba
+# and BLAS alike), so that two runs of today's Race on one sweep differ in the last digits of a
+# forecast now and then. The reports are therefore compared in two parts: the decisions, exactly,
+# with both codes given the same refits (each entry's, made once by the new code and handed to
+# today's: what differs between them is the report built on the refits); and the refits, each
+# code its own, to a relative 1e-6.
+
+REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why")
+
+
+def _sharing(cls, refits: dict):
+    """``cls`` whose refits go through ``refits`` ((entry, key) -> fields): an entry refit once
+    by one race is handed to every other race sharing the dict."""
+
+    class Sharing(cls):
+        def _refit(self, e, i):
+            key = tuple((n, self._rung(r), r.failed, r.ended) for n, r in e.runs.items())
+            if key == e.key:
+                return
+            hit = refits.get((e.name, key))
+            if hit is None:
+                super()._refit(e, i)
+                refits[(e.name, key)] = tuple(getattr(e, f) for f in REFIT_FIELDS)
+                return
+            e.key, e.fresh = key, True
+            for f, v in zip(REFIT_FIELDS, hit, strict=True):
+                setattr(e, f, v)
+
+    return Sharing
 
 
 def _race_both(ref, scale, budget: float, steps, **kws):
     """Run the new Race and today's side by side through ``steps`` (each changes a race: new
-    evaluations, an end, a failure; a stopped run gets nothing more) and compare every report;
-    return the new reports."""
-    new, old = Race(budget, **kws), ref.Race(budget, **kws)
+    evaluations, an end, a failure; a stopped run gets nothing more), today's taking the new
+    one's refits, and compare every report exactly; return the new reports."""
+    refits: dict = {}
+    new = _sharing(Race, refits)(budget, **kws)
+    old = _sharing(ref.Race, refits)(budget, **kws)
     reports = []
     stopped: set[str] = set()
     for step in steps:
         step(new, stopped)
         step(old, stopped)
         a, b = new.report(), old.report()
-        assert scale.same_reports(a, b) == [], f"report {len(reports) + 1} differs"
+        diffs = scale.same_reports(a, b)
+        assert diffs == [], f"report {len(reports) + 1} differs: {diffs}"
         stopped |= set(a.stop)
         reports.append(a)
     return reports
@@ -193,15 +227,42 @@ def test_race_reports_are_todays_for_a_loss_refit_at_every_point(ref, scale):
     runs = scale.simulated_sweep(4, seed=8, n_evals=20)
     loss = {k: (c, 1.0 - r) for k, (c, r) in runs.items()}
     steps = [_feed(loss, 0, 30), _feed(loss, 30, 34), _feed(loss, 34, 40)]
-    _race_both(
-        ref,
-        scale,
-        100.0,
-        steps,
-        higher_is_better=False,
-        rungs=None,
-        misspecification="calibration",
-    )
+    kws = dict(higher_is_better=False, rungs=None, misspecification="calibration")
+    _race_both(ref, scale, 100.0, steps, **kws)
+
+
+@pytest.mark.slow
+def test_race_refits_are_todays(ref, scale):
+    """Each code refits on its own (simulated runs of every kind, two seeds of one recipe): the
+    same fits, forecasts, seed spreads and window backtests, to a relative 1e-6 (see above)."""
+    runs = scale.simulated_sweep(6, seed=11, n_evals=30)
+    group = {"run0004": "recipe", "run0005": "recipe"}
+    races = [Race(100.0, seed=5), ref.Race(100.0, seed=5)]
+    for race in races:
+        _feed(runs, 0, 60, group)(race, set())
+        for i, e in enumerate(race._entries.values()):
+            race._refit(e, i)
+    new, old = (race._entries for race in races)
+    assert list(new) == list(old)
+
+    def close(a, b):
+        return np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-6, atol=1e-12)
+
+    for k in new:
+        a, b = new[k], old[k]
+        assert (a.seed, a.identified, a.why, a.key) == (b.seed, b.identified, b.why, b.key)
+        assert a.fit.params.keys() == b.fit.params.keys()
+        assert close(list(a.fit.params.values()), list(b.fit.params.values())), k
+        fa, fb = a.forecast, b.forecast
+        assert close([fa.mean, fa.lower, fa.upper], [fb.mean, fb.lower, fb.upper]), k
+        assert close(fa.predictive.draws, fb.predictive.draws), k
+        assert (a.extra is None) == (b.extra is None) and (
+            a.extra is None or close(a.extra, b.extra)
+        )
+        cols = ["error", "fit_var", "mix_var", "noise_var", "distance"]
+        assert list(a.window["run"]) == list(b.window["run"]), k
+        assert close(a.window[cols].to_numpy(), b.window[cols].to_numpy()), k
+    assert new["recipe"].extra is not None
 
 
 # ---- the benchmark's page ---------------------------------------------------------------------
@@ -209,8 +270,9 @@ def test_race_reports_are_todays_for_a_loss_refit_at_every_point(ref, scale):
 
 def test_race_scale_page_tables_are_what_the_benchmark_printed(scale):
     """docs/benchmarks/race_scale.md holds `python -m benchmarks.race_scale`'s tables for the
-    results it wrote (benchmarks/results/race_scale.json), row for row, and the benchmark found
-    the reports of today's code and the new identical wherever both ran."""
+    results it wrote (benchmarks/results/race_scale.json), row for row, and in the benchmark the
+    reports of today's code and the new made the same decisions, their numbers within a
+    relative 1e-6, at every size."""
     res = json.loads((ROOT / "benchmarks" / "results" / "race_scale.json").read_text())
     page = (ROOT / "docs" / "benchmarks" / "race_scale.md").read_text()
     tables = [scale.table(res)] + (
@@ -219,5 +281,6 @@ def test_race_scale_page_tables_are_what_the_benchmark_printed(scale):
     for table in tables:
         for line in table.splitlines():
             assert line in page, f"the race_scale page lacks the benchmark's row: {line}"
-    both = [r for r in res["sizes"] if "today" in r]
-    assert both and all(r["identical"] for r in both)
+    assert len(res["sizes"]) >= 3
+    for r in res["sizes"]:
+        assert r["same_decisions"] and r["max_relative_difference"] < 1e-6, r["runs"]
