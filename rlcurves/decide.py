@@ -13,7 +13,8 @@ and Optuna adapters all decide here.
   reason) under a :class:`StopRule` (:data:`DEFAULT_RULE`: thresholds measured on replayed real
   runs, ``rlcurves/data/stop_rule.json``); :class:`Hysteresis` holds a stop advice until it has
   held on ``rule.hold`` consecutive refits.
-- A sweep: :func:`stop_set`, :func:`prob_regret_above`, :func:`sweep_baseline`.
+- A sweep: :func:`stop_set`, :func:`prob_regret_above`, :func:`sweep_baseline`
+  (:func:`sweep_baselines`: every run's at once).
 
 A sweep keeps one :class:`Hysteresis` per trial::
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -837,14 +839,45 @@ def _draw_matrix(
     Draws of different counts are resampled to the largest count with ``seed``, and each column
     is permuted so that a row pairs independent draws (a forecast's draws may be sorted
     quantiles). The matrix behind :func:`prob_best` and the sweep-level rule.
+
+    The ``j``-th column is permuted by the ``j``-th permutation of ``default_rng(seed)``'s
+    stream, which depends only on the seed and the draw count: when every run has as many draws,
+    those permutations are reused across calls (:func:`_permutations`), the same matrix at a
+    fraction of the cost for a sweep of hundreds of runs.
     """
     _check_sign(sign)
     names = list(runs)
     draws = [sign * _draws(runs[k], i) for k in names]
     n = max(d.size for d in draws)
+    if all(d.size == n for d in draws):
+        perms = _permutations(seed, n, len(draws))
+        return names, np.column_stack([d[p] for d, p in zip(draws, perms, strict=False)])
     rng = np.random.default_rng(seed)
     cols = [d if d.size == n else rng.choice(d, n) for d in draws]
     return names, np.column_stack([rng.permutation(c) for c in cols])
+
+
+# (seed, n) -> [generator, permutations drawn so far]: the stream of _draw_matrix's column
+# permutations, extended on demand; a few streams are kept (a race uses one).
+_PERMUTATIONS: dict[tuple[int, int], list] = {}
+_PERMUTATIONS_KEPT = 4
+_PERMUTATIONS_LOCK = threading.Lock()
+
+
+def _permutations(seed: int, n: int, k: int) -> list[np.ndarray]:
+    """The first ``k`` permutations of ``range(n)`` drawn one after another by
+    ``np.random.default_rng(seed)`` (``rng.permutation(column)`` shuffles a column with the
+    same draws as ``rng.permutation(n)``)."""
+    with _PERMUTATIONS_LOCK:
+        key = (int(seed), int(n))
+        entry = _PERMUTATIONS.pop(key, None) or [np.random.default_rng(seed), []]
+        _PERMUTATIONS[key] = entry  # most recently used last
+        while len(_PERMUTATIONS) > _PERMUTATIONS_KEPT:
+            del _PERMUTATIONS[next(iter(_PERMUTATIONS))]
+        rng, perms = entry
+        while len(perms) < k:
+            perms.append(rng.permutation(n))
+        return perms[:k]
 
 
 def _check_tolerance(tolerance: float) -> None:
@@ -962,18 +995,74 @@ def stop_set(
     mask = np.isin(names, list(stopped))
     risk = before = _risk(m, mask, tolerance)
     limit = alpha if spent is None else alpha - spent + before
+    column = {k: j for j, k in enumerate(names)}
+    maxima = None
     chosen = []
     for c in candidates:
         if c not in runs:
             raise RLCurvesError(f"candidate {c!r} is not among the runs {list(runs)}")
-        trial = mask | (np.asarray(names) == c)
-        if trial.all():  # some run must be kept, whatever the risk already spent
-            continue
-        r = _risk(m, trial, tolerance)
+        j = column[c]
+        if mask.all() or (not mask[j] and mask.sum() + 1 == mask.size):
+            continue  # some run must be kept, whatever the risk already spent
+        if mask[j]:  # already stopped: the set, and its risk, stay as they are
+            r = risk
+        else:
+            maxima = _Maxima(m, mask) if maxima is None else maxima
+            r = maxima.risk_with(j, tolerance)
         if r <= limit:
-            mask, risk = trial, r
+            if not mask[j]:
+                mask = mask.copy()
+                mask[j] = True
+                maxima.stop(j)
+            risk = r
             chosen.append(c)
     return chosen, risk
+
+
+class _Maxima:
+    """Row maxima of a draw matrix over its stopped and its kept columns, kept up to date as
+    columns are stopped one at a time, so that :func:`stop_set` prices a candidate in one pass
+    over the rows instead of one over the whole matrix: ``risk_with(j)`` is ``_risk(m, stopped
+    | {j})`` exactly (maxima are exact, and so are the comparisons). Needs a kept column."""
+
+    def __init__(self, m: np.ndarray, stopped: np.ndarray) -> None:
+        self.m = m
+        self.kept = ~np.asarray(stopped, dtype=bool)
+        self.stopped_max = m[:, ~self.kept].max(axis=1) if (~self.kept).any() else None
+        n = m.shape[0]
+        self.first, self.second = np.empty(n), np.empty(n)
+        self.arg1, self.arg2 = np.empty(n, dtype=np.intp), np.empty(n, dtype=np.intp)
+        self._top_two(np.arange(n))
+
+    def _top_two(self, rows: np.ndarray) -> None:
+        """The largest and the second largest kept value of ``rows``, and their columns."""
+        cols = np.flatnonzero(self.kept)
+        sub = self.m[np.ix_(rows, cols)]
+        at = np.arange(rows.size)
+        a1 = sub.argmax(axis=1)
+        self.first[rows], self.arg1[rows] = sub[at, a1], cols[a1]
+        if cols.size > 1:
+            sub[at, a1] = -np.inf
+            a2 = sub.argmax(axis=1)
+            self.second[rows], self.arg2[rows] = sub[at, a2], cols[a2]
+        else:
+            self.second[rows], self.arg2[rows] = -np.inf, -1
+
+    def risk_with(self, j: int, tolerance: float) -> float:
+        """``_risk`` of the stopped columns and ``j``."""
+        col = self.m[:, j]
+        top = col if self.stopped_max is None else np.maximum(self.stopped_max, col)
+        rest = np.where(self.arg1 == j, self.second, self.first)
+        return float(np.mean(top - rest > tolerance))
+
+    def stop(self, j: int) -> None:
+        """Move column ``j`` from the kept to the stopped."""
+        col = self.m[:, j]
+        self.stopped_max = col if self.stopped_max is None else np.maximum(self.stopped_max, col)
+        self.kept[j] = False
+        touched = np.flatnonzero((self.arg1 == j) | (self.arg2 == j))
+        if touched.size:
+            self._top_two(touched)
 
 
 def sweep_baseline(
@@ -991,20 +1080,61 @@ def sweep_baseline(
     Pass it to :func:`decide` as ``baseline=``: its ``p(above)`` is then the probability that
     stopping ``name`` alone loses the sweep's winner by more than ``tolerance``, with every
     other run's uncertainty counted (the draws of the maximum of independent forecasts).
+    :func:`sweep_baselines` gives every run's at once.
 
     Raises
     ------
     RLCurvesError
         When ``name`` is not among ``runs`` or no other run is.
     """
-    _check_tolerance(tolerance)
     if name not in runs:
         raise RLCurvesError(f"{name!r} is not among the runs {list(runs)}")
-    if len(runs) < 2:
-        raise RLCurvesError(f"no run besides {name!r} to compare with")
-    names, m = _draw_matrix(runs, sign, seed)
-    rest = np.asarray(names) != name
-    return sign * (m[:, rest].max(axis=1) + tolerance)
+    return sweep_baselines(runs, [name], tolerance=tolerance, sign=sign, seed=seed)[name]
+
+
+def sweep_baselines(
+    runs: Mapping[str, Level],
+    names: Sequence[str],
+    *,
+    tolerance: float = 0.0,
+    sign: int = 1,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """:func:`sweep_baseline` for many runs at once, from one draw matrix: name -> draws of the
+    best of the other ``runs`` plus ``tolerance``.
+
+    A name among ``runs`` gets the best of the others; a name not among them (a run that does not
+    count as a rival, e.g. one whose fit is not identified) gets the best of all ``runs``, which
+    is :func:`sweep_baseline` of ``runs`` with that run added last (its own draws never count in
+    its baseline). Every baseline is the one :func:`sweep_baseline` returns for the same runs.
+
+    Raises
+    ------
+    RLCurvesError
+        When a name among ``runs`` has no other run to compare with, or ``runs`` is empty.
+    """
+    _check_tolerance(tolerance)
+    if not names:
+        return {}
+    inside = [k for k in names if k in runs]
+    if not runs or (inside and len(runs) < 2):
+        raise RLCurvesError(f"no run besides {(inside or list(names))[0]!r} to compare with")
+    keys, m = _draw_matrix(runs, sign, seed)
+    rows = np.arange(m.shape[0])
+    a1 = m.argmax(axis=1)
+    first = m[rows, a1]
+    out = {}
+    if inside:
+        rest = m.copy()
+        rest[rows, a1] = -np.inf
+        second = rest.max(axis=1)
+        column = {k: j for j, k in enumerate(keys)}
+        for k in inside:
+            out[k] = sign * (np.where(a1 == column[k], second, first) + tolerance)
+    for k in names:
+        if k not in runs:
+            out[k] = sign * (first + tolerance)
+    return out
 
 
 __all__ = [
@@ -1027,4 +1157,5 @@ __all__ = [
     "prob_regret_above",
     "stop_set",
     "sweep_baseline",
+    "sweep_baselines",
 ]

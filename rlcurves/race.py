@@ -39,7 +39,7 @@ from .decide import (
     prob_best,
     prob_regret_above,
     stop_set,
-    sweep_baseline,
+    sweep_baselines,
 )
 from .errors import RLCurvesError
 from .predictive import Predictive
@@ -70,15 +70,24 @@ class _Run:
     failed: str | None = None
     ended: bool = False
     stopped_at: float | None = None
+    latest: float = 0.0  # the largest compute so far (update keeps it)
 
     @property
     def now(self) -> float:
-        return max(self.compute) if self.compute else 0.0
+        return self.latest
 
 
 @dataclass(eq=False)
 class _Entry:
-    """One racer: a run, or the seeds of one recipe (a group)."""
+    """One racer: a run, or the seeds of one recipe (a group).
+
+    Its state in three parts: what the race decided (``stopped``, ``hold``, ``decision``,
+    ``reason``); what depends only on its own data, made by a refit and kept until its data cross
+    a rung (``key``: ``fit``, ``forecast``, ``extra`` and its permutation ``spread``,
+    ``window``, ``identified``, ``why``, ``seed``; ``frame``: its points); and what a report
+    derives at the sweep's tau, kept while the tau and the forecast stay (``draws`` of
+    ``draws_of``, ``used``, ``interval``, ``used_info``).
+    """
 
     name: str
     runs: dict[str, _Run] = field(default_factory=dict)
@@ -97,6 +106,13 @@ class _Entry:
     seed: int = 0
     window: pd.DataFrame | None = None
     used_info: dict = field(default_factory=dict)  # the forecast's info the draws replace
+    spread: tuple | None = None  # (extra, seed, extra permuted with the seed): a recipe's seeds
+    draws_of: tuple | None = None  # (forecast, tau) the draws were made of
+    used: Forecast | None = None  # the forecast as the race uses it (Race._used)
+    interval: tuple[float, float] | None = None  # the draws' interval at the race's level
+    frame: pd.DataFrame | None = None  # points(), while frame_key holds
+    frame_key: tuple = ()
+    window_columns: tuple | None = None  # (window, its columns as arrays): _columns(entry)
 
     @property
     def now(self) -> float:
@@ -111,6 +127,13 @@ class _Entry:
         return all(r.failed is not None for r in self.runs.values())
 
     def points(self) -> pd.DataFrame:
+        """The entry's evaluations (``compute, reward, run``), rebuilt only when they change."""
+        key = tuple((n, len(r.compute), r.failed is None) for n, r in self.runs.items())
+        if self.frame is None or key != self.frame_key:
+            self.frame, self.frame_key = self._points(), key
+        return self.frame
+
+    def _points(self) -> pd.DataFrame:
         frames = [
             pd.DataFrame({"compute": r.compute, "reward": r.reward, "run": r.name})
             for r in self.runs.values()
@@ -495,6 +518,7 @@ class Race:
         self._run_entry: dict[str, str] = {}
         self._report: RaceReport | None = None
         self._state: tuple = ()
+        self._tau: tuple[float, int] | None = None  # the sweep's tau, until a window changes
         self._clock = time.monotonic()
 
     @property
@@ -549,6 +573,8 @@ class Race:
         run = self._run(name, group)
         run.compute.extend(c.tolist())
         run.reward.extend(r.tolist())
+        if c.size:
+            run.latest = max(run.latest, float(c.max()))
         run.last_seen = time.monotonic()
 
     def _run(self, name: str, group: str | None) -> _Run:
@@ -634,7 +660,7 @@ class Race:
             return
         e.key = key
         e.fresh = True
-        pts = e.points()
+        pts = e._points()
         pts = pts[pts["run"].isin([n for n, r in e.runs.items() if r.failed is None])]
         e.fit = e.forecast = e.draws = e.extra = e.window = None
         e.identified, e.why = False, ""
@@ -707,8 +733,12 @@ class Race:
                 "scale": np.full(np.shape(info["scale"]), used),
             }
         if e.extra is not None:  # seed-to-seed spread of a recipe, on top of the forecast's own
-            rng = np.random.default_rng(e.seed)
-            d = np.clip(d + rng.permutation(np.resize(e.extra, d.size)), *_range(e.fit))
+            made = e.spread
+            stale = made is None or made[0] is not e.extra
+            if stale or (made[1], made[2].size) != (e.seed, d.size):
+                rng = np.random.default_rng(e.seed)
+                made = e.spread = (e.extra, e.seed, rng.permutation(np.resize(e.extra, d.size)))
+            d = np.clip(d + made[2], *_range(e.fit))
         return d
 
     def _used(self, e: _Entry) -> Forecast:
@@ -720,7 +750,7 @@ class Race:
         if e.draws is None or fc is None or fc.predictive is None:
             return fc
         pred = fc.predictive
-        lower, upper = _interval(e.draws, self.level)
+        lower, upper = e.interval
         return replace(
             fc,
             lower=np.full(np.shape(fc.lower), lower) if np.ndim(fc.lower) else lower,
@@ -736,10 +766,11 @@ class Race:
         it was refitted on (none yet: the calibration's tau)."""
         if self.misspecification != "sweep":
             return None, 0
-        frames = [e.window for e in self._entries.values() if e.window is not None]
-        records = pd.concat(frames, ignore_index=True) if frames else None
-        tau = self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
-        return tau, 0 if records is None else len(records)
+        if self._tau is None or any(e.fresh for e in self._entries.values()):
+            records = _concat([_columns(e) for e in self._entries.values() if e.window is not None])
+            tau = self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
+            self._tau = (tau, 0 if records is None else len(records))
+        return self._tau
 
     def _calibration(self) -> Calibration:
         from .calibrate import default_calibration
@@ -778,7 +809,13 @@ class Race:
         tau, n_backtests = self._sweep_tau()
         for e in entries:  # derived here, at the sweep's tau of this report, for every entry
             if e.forecast is not None and e.forecast.predictive is not None:
-                e.draws = self._draws(e, tau)
+                made = e.draws_of
+                if e.draws is None or made is None or made[0] is not e.forecast or made[1] != tau:
+                    e.draws, e.draws_of = self._draws(e, tau), (e.forecast, tau)
+                    e.interval = _interval(e.draws, self.level)
+                    e.used = self._used(e)
+            else:
+                e.used, e.interval = e.forecast, None
         with_draws = {
             e.name: e.draws
             for e in entries
@@ -801,7 +838,18 @@ class Race:
         }
         # the per-run rule (decide() against the best of the other runs kept, plus tolerance;
         # an unidentified run may be stopped only past the guard, see _trusted)
-        raw = {e.name: self._advise(e, status[e.name], leader, kept) for e in entries}
+        baselines = sweep_baselines(
+            kept,
+            [
+                k
+                for k in with_draws
+                if status[k] == "running" and k != leader and len(kept) > (k in kept)
+            ],
+            tolerance=self.tolerance,
+            sign=self.sign,
+            seed=self.seed,
+        )
+        raw = {e.name: self._advise(e, status[e.name], leader, baselines) for e in entries}
         advised = [k for k, d in raw.items() if d is not None and d.stop and k in with_draws]
         # who counts in the risk: the stopped entries (their last forecast), the rivals kept and
         # the runs advised to stop
@@ -857,7 +905,7 @@ class Race:
                     f"raise p(a run stopped would end more than {self.tolerance:g} above every "
                     f"run kept) from {risk_before:.3f} to {risk:.3f}: alpha spent "
                     f"{self._spent:.3f} of {self.alpha:g}; the leader {leader}'s "
-                    f"forecast {_fc_words(self._entries[leader], self.level)}"
+                    f"forecast {_fc_words(self._entries[leader])}"
                 )
         rows = [self._row(e, status[e.name], p_best, leader) for e in entries]
         table = pd.DataFrame(
@@ -911,7 +959,7 @@ class Race:
             tolerance=self.tolerance,
             points={e.name: e.points() for e in entries},
             fits={e.name: e.fit for e in entries if e.fit is not None},
-            forecasts={e.name: self._used(e) for e in entries if e.forecast is not None},
+            forecasts={e.name: e.used for e in entries if e.forecast is not None},
             stop_compute=stop_compute,
             higher_is_better=self.sign > 0,
             tau=tau,
@@ -933,12 +981,13 @@ class Race:
         return "running"
 
     def _advise(
-        self, e: _Entry, status: str, leader: str | None, kept: dict[str, np.ndarray]
+        self, e: _Entry, status: str, leader: str | None, baselines: dict[str, np.ndarray]
     ) -> Decision | None:
         """The per-run rule's raw advice for a running entry (None: not running, or the leader):
         :func:`rlcurves.decide.decide` on its forecast at the budget against the best of the
-        other runs kept plus ``tolerance``, its guards (evaluations, fraction of the budget, an
-        identified fit) and its measured threshold on p(above)."""
+        other runs kept plus ``tolerance`` (``baselines``, :func:`rlcurves.decide.
+        sweep_baselines`), its guards (evaluations, fraction of the budget, an identified fit)
+        and its measured threshold on p(above)."""
         if status != "running" or e.name == leader:
             return None
         live = [r for r in e.runs.values() if r.failed is None and not r.ended]
@@ -954,14 +1003,9 @@ class Race:
             )
         if e.forecast is None:  # no fit: decide() has nothing to judge
             return Decision(TOO_EARLY, e.why or "no forecast yet", fraction=fraction)
-        rivals = {**kept, e.name: e.draws}
-        baseline = None
-        if e.draws is not None and len(rivals) > 1:
-            baseline = sweep_baseline(
-                rivals, e.name, tolerance=self.tolerance, sign=self.sign, seed=self.seed
-            )
+        baseline = baselines.get(e.name)
         ok = True if self._trusted(e) else (e.identified, e.why)
-        fc = self._used(e)
+        fc = e.used
         now = float(e.now)
         d = decide(
             fc,
@@ -999,7 +1043,7 @@ class Race:
         if fc is not None and not fc.unbounded:
             mean, lower, upper = float(fc.mean), float(fc.lower), float(fc.upper)
         if e.draws is not None:  # the sweep's tau, a recipe's seed spread: the draws carry them
-            lower, upper = _interval(e.draws, self.level)
+            lower, upper = e.interval
         pb = p_best.get(e.name, math.nan)
         if status == FAILED:
             reasons = sorted({r.failed for r in e.runs.values() if r.failed})
@@ -1023,9 +1067,9 @@ class Race:
             )
             advice = ENDED
         elif status == FINISHED:
-            advice, reason = FINISHED, f"reached the budget; forecast {_fc_words(e, self.level)}"
+            advice, reason = FINISHED, f"reached the budget; forecast {_fc_words(e)}"
         elif e.name == leader:
-            words = _fc_words(e, self.level)
+            words = _fc_words(e)
             advice, reason = LEADER, f"most likely the best at the budget: {words}"
         elif e.decision is not None and e.decision.advice == TOO_EARLY:
             advice, reason = TOO_EARLY, e.decision.reason
@@ -1061,16 +1105,32 @@ def _range(fit) -> tuple[float, float]:
     return metric_range(fit)
 
 
+def _columns(e: _Entry) -> dict[str, np.ndarray]:
+    """The entry's window records as arrays, column by column (made once per window)."""
+    made = e.window_columns
+    if made is None or made[0] is not e.window:
+        made = e.window_columns = (e.window, {c: e.window[c].to_numpy() for c in e.window})
+    return made[1]
+
+
+def _concat(frames: list[dict[str, np.ndarray]]) -> pd.DataFrame | None:
+    """Records (column -> array) one under the other, as ``pd.concat`` of their frames with
+    ``ignore_index=True`` gives them (a thousand in milliseconds); None for none."""
+    if not frames:
+        return None
+    return pd.DataFrame({c: np.concatenate([f[c] for f in frames]) for c in frames[0]})
+
+
 def _interval(draws: np.ndarray, level: float) -> tuple[float, float]:
     lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 
-def _fc_words(e: _Entry, level: float) -> str:
+def _fc_words(e: _Entry) -> str:
     fc = e.forecast
     if fc is None or fc.unbounded:
         return "(no forecast)"
-    lo, hi = (float(fc.lower), float(fc.upper)) if e.draws is None else _interval(e.draws, level)
+    lo, hi = (float(fc.lower), float(fc.upper)) if e.draws is None else e.interval
     return f"{float(fc.mean):.3f} [{lo:.3f}, {hi:.3f}]"
 
 
