@@ -69,24 +69,31 @@ class Forecast:
         ``driver`` (the family with the larger weight), ``families`` (each family's forecast of
         the level), ``disagreement`` (power law minus sigmoid), ``n_level`` (evaluations in the
         level), ``distance`` (log compute past the window), ``tau`` (the misspecification scale in
-        reward units), ``multiplier`` (the conformal quantile at ``level``), ``scale``
-        (``sqrt(V)``), ``backtests``.
+        reward units), ``growth`` (``g(d)``: ``V = fit_var + noise_var + tau^2 g(d)``),
+        ``scale`` (``sqrt(V)``), ``multipliers`` (the lower and upper conformal multipliers at
+        the level used, each tail calibrated on its own), ``multiplier`` (their mean: the
+        half-width over ``scale``), ``level_used`` (``level``, or the highest level the
+        calibration supports when it supports less: the note says so), ``ensemble`` (the model
+        average's setting), ``backtests``.
     calibration : str
         What calibrated the interval: the runs' name and count (the shipped real-run corpus by
         default), or "uncalibrated" (a raw bootstrap kind, profile or mcmc).
     calibration_n : int
         Number of calibration runs (0 when uncalibrated).
     unbounded : bool
-        True when no interval can be given: too few degrees of freedom in the fit, or a level
-        above what the calibration runs support (``n / (n + 1)``). The intervals are then the
-        metric's whole range and ``note`` says why.
+        True when no interval can be given: too few degrees of freedom in the fit. The intervals
+        are then the metric's whole range and ``note`` says why. (A level above what the
+        calibration runs support, ``1 - 2 / (n + 1)``, is not refused: the interval at the
+        highest supported level is given, ``info["level_used"]``, and ``note`` says so.)
     note : str
         Warnings in words (unbounded interval, ceiling on its bound, a run that peaked, a run
         unlike the calibration runs, the power law driving the forecast or the two families
         disagreeing by more than half the interval).
     predictive : Predictive or None
         The predictive distribution the interval ``[lower, upper]`` comes from (its
-        ``interval(level)`` is the printed one): every probability a decision uses
+        ``interval(info["level_used"])`` is the printed one; its ``info["min_tail"]`` is the
+        smallest one-sided probability the calibration supports): every probability a decision
+        uses
         (:mod:`rlcurves.decide`) is computed from its draws. On the default path it is the
         distribution of the run's level, so "ends above a baseline" compares levels. None when
         the interval is unbounded.
@@ -198,7 +205,8 @@ def forecast(
     ------
     RLCurvesError
         An unknown ``method``, or ``at`` that is not finite compute >= 0; a ``level`` the
-        calibration cannot support is not an error: the forecast is then ``unbounded`` and says so.
+        calibration cannot support is not an error: the forecast then gives the interval at the
+        highest level it supports and says so.
 
     Examples
     --------
@@ -251,44 +259,53 @@ def forecast(
             from .ensemble import combine, info_dict
 
             cal = default_calibration() if calibration is None else calibration
-            ens = combine(fit, c, boot.curves, rho=boot.rho)
+            ens = combine(fit, c, config=cal.config, n_resamples=boot.n, seed=seed)
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)
             info.update(info_dict(ens, scalar), tau=cal.tau)
             quantity = _level_words(ens.k)
             info["quantity"] = quantity
-            if level > cal.max_level:
-                need = math.ceil(level / (1 - level) - 1e-9)
+            used = cal.supported_level(level)
+            if used < level:
+                need = math.ceil(2 / (1 - level) - 1 - 1e-9)
                 notes.insert(
                     0,
-                    f"UNBOUNDED: a {level:.0%} interval needs at least {need} calibration runs "
-                    f"(a level up to n / (n + 1) for n runs); {cal_name} supports up to "
-                    f"{cal.max_level:.1%}: use a lower level or calibrate on more finished runs",
+                    f"a {level:.0%} interval needs at least {need} calibration runs (each "
+                    f"{(1 - level) / 2:.1%} tail needs 1 / p - 1 runs behind it); {cal_name} "
+                    f"supports up to {cal.max_level:.1%}: the interval shown is the "
+                    f"{used:.1%} one (use a lower level, or calibrate on more finished runs)",
                 )
-                info["multiplier"] = math.inf
-                fc = _unbounded(c, mean, rng, level, method, notes, info, out)
-                fc.calibration, fc.calibration_n = cal_name, cal_n
-                return fc
             scale = np.sqrt(cal.variance(ens))
             scale_one = np.sqrt(cal.variance(ens, one=True))
             # one stratified draw per row, rows shuffled with the seed; the same row of both
             # distributions shares its quantile, so one evaluation is never less certain than
             # the level (its half-width at least the level's plus the gap of the two centers)
             perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
-            z = cal.z_values(N_DRAWS)[perm][:, None]
-            z_one = cal.z_values(N_DRAWS, one=True)[perm][:, None]
+            z = cal.z_values(N_DRAWS, ens.distance)[perm]
+            z_one = cal.z_values(N_DRAWS, ens.distance, one=True)[perm]
             half_one = np.maximum(
                 np.abs(z_one) * scale_one, np.abs(z) * scale + np.abs(ens.point - mean)
             )
-            source = {"draws": "combined forecast + sqrt(V) Z", "calibration": cal_name}
+            source = {
+                "draws": "combined forecast + sqrt(V) Z",
+                "calibration": cal_name,
+                "min_tail": cal.min_tail,
+            }
             predictive = Predictive(c, np.clip(mean + scale * z, *rng), quantity, source)
             prediction_predictive = Predictive(
                 c, np.clip(ens.point + np.sign(z) * half_one, *rng), "one evaluation", source
             )
-            lo, hi = predictive.interval(level)
-            plo, phi = prediction_predictive.interval(level)
-            info.update(multiplier=cal.quantile(level), scale=scale)
+            lo, hi = predictive.interval(used)
+            plo, phi = prediction_predictive.interval(used)
+            m_lo, m_hi = cal.multipliers(used, ens.distance)
+            info.update(
+                multiplier=out((m_lo + m_hi) / 2),
+                multipliers=(out(m_lo), out(m_hi)),
+                scale=scale,
+                growth=out(cal.growth_at(ens.distance)),
+                level_used=used,
+            )
             words = ens.summary_line()
             info["model"] = words
             half = float((hi[-1] - lo[-1]) / 2)
