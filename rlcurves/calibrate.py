@@ -37,6 +37,7 @@ import math
 import warnings
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -160,12 +161,12 @@ def new_family_tau(records: pd.DataFrame, form: str, nu: float) -> np.ndarray:
 TAU_FACTORS = (0.0, 0.1, 0.25, 0.5, 1.0)
 
 
-def _inner_log_width(records: pd.DataFrame, form: str, nu: float) -> dict[float, float]:
-    """The mean log width of the calibrated 90% intervals of ``records``' forecasts when each
-    family is forecast as a new one by the others (its scale fitted without it; the per-tail,
-    distance-local multipliers of every record's score at each fraction): how narrow the
-    setting's intervals are at the coverage the conformal step gives them. NaN when the runs
-    do not support the level."""
+def _inner_log_width(records: pd.DataFrame, form: str, nu: float) -> dict[float, pd.Series]:
+    """Per factor of :data:`TAU_FACTORS`, each run's mean log width of the calibrated 90%
+    intervals of its forecasts when each family is forecast as a new one by the others (its
+    scale fitted without it; the per-tail, distance-local multipliers of every record's score at
+    each fraction): how narrow the setting's intervals are at the coverage the conformal step
+    gives them. NaN when the runs do not support the level."""
     tau = new_family_tau(records, form, nu)
     g = growth(form, records["distance"].to_numpy(float))
     runs, d = records["run"].to_numpy(), records["distance"].to_numpy(float)
@@ -178,24 +179,29 @@ def _inner_log_width(records: pd.DataFrame, form: str, nu: float) -> dict[float,
     for factor in TAU_FACTORS:
         v = records["base_var"].to_numpy(float) + (factor * tau) ** 2 * g
         z = records["error"].to_numpy(float) / np.sqrt(v)
-        logs = []
+        logs = np.full(len(records), np.nan)
         for rows, w in groups:
             q = tail_quantile(-z, w, n, p) + tail_quantile(z, w, n, p)
-            logs.append(np.log(q * np.sqrt(v[rows])) if math.isfinite(q) else [math.nan])
-        out[factor] = float(np.mean(np.concatenate(logs)))
+            logs[rows] = np.log(q * np.sqrt(v[rows])) if math.isfinite(q) else np.nan
+        out[factor] = pd.Series(logs).groupby(runs).mean()
     return out
 
 
 def choose(records: pd.DataFrame) -> pd.DataFrame:
-    """Every candidate (model-average setting, ``g(d)``, ``nu``) scored in ``records``, best
-    first: the first row is what :class:`Calibration` uses.
+    """Every candidate (model-average setting, ``g(d)``, ``nu``, factor on tau) scored in
+    ``records``, the chosen one first (:class:`Calibration` uses the first row).
 
-    With three families or more the best is the one whose calibrated intervals are narrowest
-    when each family is forecast as a new one by the others (``log_width``, the mean log width
-    of the 90% intervals: every candidate covers about 90% after the conformal step, so
-    narrower is better); with fewer, the highest marginal likelihood of the partially pooled
-    model (``marginal``, :func:`rlcurves.pooling.fit_pooled`)."""
-    rows = []
+    With three families or more: each candidate's calibrated intervals when each family is
+    forecast as a new one by the others (``log_width``, the run-averaged mean log width of the
+    90% intervals: every candidate covers about 90% after the conformal step, so narrower is
+    better), and the one-standard-error rule (Breiman et al.): among the candidates whose width
+    is within one paired standard error of the narrowest (``within_1se``; the candidates' widths
+    differ by a few percent on the corpus), the one that weighs the misspecification most (the
+    largest factor on tau: the most robust to what the corpus does not show, e.g. a smoothed
+    metric's small residuals), then the narrowest. With fewer families, the highest marginal
+    likelihood of the partially pooled model (``marginal``, :func:`rlcurves.pooling.
+    fit_pooled`)."""
+    rows, per_run = [], []
     r = _with_base(records).reset_index(drop=True)
     inner = r["family"].nunique() >= 3
     for (tail, shrink), g in r.groupby(["tail", "shrink"], sort=True):
@@ -203,18 +209,24 @@ def choose(records: pd.DataFrame) -> pd.DataFrame:
         for form in GROWTH_FORMS:
             for nu in NUS:
                 pooled = fit_pooled(g, form, nu)
-                widths = _inner_log_width(g, form, nu) if inner else {1.0: math.nan}
-                for factor, log_width in widths.items():
+                widths = _inner_log_width(g, form, nu) if inner else {1.0: pd.Series(dtype=float)}
+                for factor, by_run in widths.items():
+                    per_run.append(by_run)
                     rows.append(
                         {"tail": float(tail), "shrink": float(shrink), "growth": form, "nu": nu,
                          "tau_factor": factor, "marginal": pooled.marginal,
-                         "tau_new": pooled.tau_new, "s": pooled.s, "log_width": log_width}
+                         "tau_new": pooled.tau_new, "s": pooled.s,
+                         "log_width": float(by_run.mean()) if len(by_run) else math.nan}
                     )  # fmt: skip
     table = pd.DataFrame(rows)
-    if inner and table["log_width"].notna().any():
-        return table.sort_values(["log_width", "marginal"], ascending=[True, False],
-                                 ignore_index=True, na_position="last")  # fmt: skip
-    return table.sort_values("marginal", ascending=False, ignore_index=True)
+    if not (inner and table["log_width"].notna().any()):
+        return table.sort_values("marginal", ascending=False, ignore_index=True)
+    best = int(table["log_width"].idxmin())
+    diffs = [(w - per_run[best]).dropna() for w in per_run]
+    se = np.array([d.std(ddof=1) / math.sqrt(max(d.size, 1)) if d.size > 1 else 0 for d in diffs])
+    table["within_1se"] = np.array([float(d.mean()) for d in diffs]) <= se + 1e-12
+    return table.sort_values(["within_1se", "tau_factor", "log_width"],
+                             ascending=[False, False, True], ignore_index=True)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -348,18 +360,27 @@ class Calibration:
         if self._mode() is not None or len(self.families) < 3:
             return {"upper": TailMap(), "lower": TailMap()}
         r = self.records
-        p_up, p_lo, w = cross_family_pvalues(
-            self.scores_one if one else self.scores, r["run"].to_numpy(),
-            r["family"].to_numpy(), r["distance"].to_numpy(float),
-        )  # fmt: skip
-        return {"upper": TailMap(p_up, w), "lower": TailMap(p_lo, w)}
+        runs, d = r["run"].to_numpy(), r["distance"].to_numpy(float)
+        p_up, p_lo, _ = cross_family_pvalues(
+            self.scores_one if one else self.scores, runs, r["family"].to_numpy(), d
+        )
+        return {"upper": TailMap(p_up, runs, d), "lower": TailMap(p_lo, runs, d)}
 
-    def effective_tail(self, p: ArrayLike, side: str, one: bool = False) -> np.ndarray:
+    def effective_tail(
+        self, p: ArrayLike, side: str, one: bool = False, distance: float | None = None
+    ) -> np.ndarray:
         """The tail of the conformal quantile used for a one-sided miss probability ``p`` on
-        ``side`` ("upper" or "lower"): ``p`` itself for a known family; for a new family what
-        the cross-family check maps it to (:class:`rlcurves.conformal.TailMap`). Below
-        :attr:`min_tail` the tail is not supported."""
-        return np.minimum(self._maps[one][side](p), 0.5)
+        ``side`` ("upper" or "lower") at ``distance`` (None: over all distances): ``p`` itself
+        for a known family; for a new family what the cross-family check maps it to near that
+        distance (:class:`rlcurves.conformal.TailMap`). A ``p`` the runs support
+        (:attr:`min_tail`) never maps beyond the data (at least ``1 / (n + 1)``); below it the
+        tail is not supported (0 or less than ``1 / (n + 1)``)."""
+        p = np.asarray(p, dtype=float)
+        eff = np.minimum(self._maps[one][side](p, distance), 0.5)
+        if distance is None:
+            return eff
+        floor = min_tail(self.n)
+        return np.where(p >= self.min_tail - 1e-12, np.maximum(eff, floor), eff)
 
     @staticmethod
     def _of_config(records: pd.DataFrame, config: EnsembleConfig) -> np.ndarray:
@@ -418,7 +439,7 @@ class Calibration:
         """Number of scored forecasts (several per run)."""
         return len(self.records)
 
-    @property
+    @cached_property
     def min_tail(self) -> float:
         """The smallest one-sided miss probability the runs support: at least ``1 / (n + 1)``
         (a tail needs ``1 / p - 1`` runs behind it), and for a new family the smallest ``p``
@@ -472,12 +493,13 @@ class Calibration:
         ``inf`` on a side whose tail ``(1 - level) / 2`` the runs do not support."""
         _check_level(level)
         p = (1.0 - level) / 2.0
-        p_lo, p_hi = (float(self.effective_tail(p, side, one)) for side in ("lower", "upper"))
         z = self.scores_one if one else self.scores
         d = np.atleast_1d(np.asarray(distance, dtype=float))
         lo, hi = np.full(d.size, math.inf), np.full(d.size, math.inf)
         for i, di in enumerate(d):
             w = self._weights(float(di))
+            p_lo = float(self.effective_tail(p, "lower", one, float(di)))
+            p_hi = float(self.effective_tail(p, "upper", one, float(di)))
             if p_lo > 0:
                 lo[i] = tail_quantile(-z, w, self.n, p_lo)
             if p_hi > 0:
@@ -497,15 +519,17 @@ class Calibration:
         :attr:`min_tail`."""
         u = (np.arange(n) + 0.5) / n
         upper = u >= 0.5
-        v = np.where(
-            upper,
-            1.0 - self.effective_tail(1.0 - u, "upper", one),
-            self.effective_tail(u, "lower", one),
-        )
-        v = np.where(upper, np.maximum(v, 0.5), np.minimum(v, 0.5 - 1e-12))
         z = self.scores_one if one else self.scores
         d = np.atleast_1d(np.asarray(distance, dtype=float))
-        cols = [quantile_function(z, self._weights(float(di)), self.n, v) for di in d]
+        cols = []
+        for di in d:
+            v = np.where(
+                upper,
+                1.0 - self.effective_tail(1.0 - u, "upper", one, float(di)),
+                self.effective_tail(u, "lower", one, float(di)),
+            )
+            v = np.where(upper, np.maximum(v, 0.5), np.minimum(v, 0.5 - 1e-12))
+            cols.append(quantile_function(z, self._weights(float(di)), self.n, v))
         return np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
 
     # ---- families and subsets ----------------------------------------------------------------
@@ -534,6 +558,15 @@ class Calibration:
     def subset(self, runs) -> Calibration:
         """The calibration on ``runs`` only (setting and growth kept)."""
         return self._like(self.records[self.records["run"].isin(list(runs))])
+
+    def of_families(self, families) -> Calibration:
+        """The calibration on the runs of ``families`` only (a name or a list; setting and
+        growth kept)."""
+        names = [families] if isinstance(families, str) else list(families)
+        unknown = sorted(set(names) - set(self.families))
+        if unknown:
+            raise RLCurvesError(f"unknown families {unknown}; the runs' are {self.families}")
+        return self._like(self.records[self.records["family"].isin(names)])
 
     def tau_with(self, records: pd.DataFrame | None, prior_runs: float = 1.0) -> float:
         """tau of a group of runs from their own backtests (e.g. a sweep's runs within their

@@ -128,33 +128,38 @@ def cross_family_pvalues(
         p_up[mine] = (1.0 + np.sum(w * (zo >= zm), axis=1)) / (n + 1.0)
         p_lo[mine] = (1.0 + np.sum(w * (zo <= zm), axis=1)) / (n + 1.0)
     _, inv_all, counts = np.unique(run_code, return_inverse=True, return_counts=True)
-    return p_up, p_lo, 1.0 / counts[inv_all]
+    return p_up, p_lo, 1.0 / counts[inv_all]  # each run's 1 spread evenly over its records
 
 
 class TailMap:
     """The nominal one-sided tail that gives a new family a miss rate ``p``: the weighted
     ``p``-quantile of the cross-family p-values (:func:`cross_family_pvalues`), as a step
-    function (identity when built from nothing). Probabilities it maps below what the runs
-    support come back as 0."""
+    function (identity when built from nothing). Like the multipliers it is local in distance:
+    called ``at`` a distance, each run's weight is spread over its records by the kernel.
+    Probabilities it maps below what the runs support come back as 0."""
 
-    def __init__(self, pvalues: np.ndarray | None = None, weights: np.ndarray | None = None):
-        if pvalues is None:
-            self.p, self.cum = None, None
-            return
-        order = np.argsort(pvalues, kind="stable")
-        p = np.asarray(pvalues, dtype=float)[order]
-        w = np.asarray(weights, dtype=float)[order]
-        cum = np.cumsum(w) / w.sum()
-        last = np.r_[p[1:] != p[:-1], True]  # ties: the share at a value counts all of them
-        self.p, self.cum = p[last], cum[last]
+    def __init__(
+        self,
+        pvalues: np.ndarray | None = None,
+        runs: np.ndarray | None = None,
+        distance: np.ndarray | None = None,
+        bandwidth: float = BANDWIDTH,
+    ):
+        self.pvalues = None if pvalues is None else np.asarray(pvalues, dtype=float)
+        self.runs, self.distance, self.bandwidth = runs, distance, bandwidth
 
-    def __call__(self, p: np.ndarray | float) -> np.ndarray:
+    def __call__(self, p: np.ndarray | float, at: float | None = None) -> np.ndarray:
         p = np.asarray(p, dtype=float)
-        if self.p is None:
+        if self.pvalues is None:
             return p
+        w = local_weights(self.runs, self.distance, at, self.bandwidth)
+        order = np.argsort(self.pvalues, kind="stable")
+        pv, cum = self.pvalues[order], np.cumsum(w[order]) / w.sum()
+        last = np.r_[pv[1:] != pv[:-1], True]  # ties: the share at a value counts all of them
+        pv, cum = pv[last], cum[last]
         # the largest p-value whose share of records at or below it stays <= p
-        k = np.searchsorted(self.cum, p + 1e-12, side="right")
-        return np.where(k > 0, self.p[np.maximum(k - 1, 0)], 0.0)
+        k = np.searchsorted(cum, p + 1e-12, side="right")
+        return np.where(k > 0, pv[np.maximum(k - 1, 0)], 0.0)
 
 
 __all__ = [

@@ -217,8 +217,8 @@ def forecast(
     >>> fc = rlcurves.forecast(fit, [12_000, 16_000], level=0.9, seed=0, progress=False)
     >>> fc.to_frame()[["at", "mean", "lower", "upper"]].round(2)
             at  mean  lower  upper
-    0  12000.0  0.61   0.58   0.64
-    1  16000.0  0.62   0.58   0.67
+    0  12000.0  0.60   0.58   0.62
+    1  16000.0  0.61   0.58   0.64
     """
     from .bootstrap import _tails, metric_range
 
@@ -255,11 +255,12 @@ def forecast(
         samples = boot.curves(c)
         info = {"kind": boot.kind, "n": boot.n, **boot.info}
         if kind == "calibrated":
-            from .calibrate import N_DRAWS, default_calibration
+            from .calibrate import N_BOOT, N_DRAWS, default_calibration
             from .ensemble import combine, info_dict
 
             cal = default_calibration() if calibration is None else calibration
-            ens = combine(fit, c, config=cal.config, n_resamples=boot.n, seed=seed)
+            # the model variance from as many resamples as the calibration's records had
+            ens = combine(fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed)
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)

@@ -103,14 +103,16 @@ def test_cross_family_pvalues_find_what_a_new_family_needs():
         return np.array(z), np.array(runs), np.array(fams)
 
     z, runs, fams = corpus([1.0] * 6)
-    up, lo, w = cross_family_pvalues(z, runs, fams, np.zeros(z.size))
+    d = np.zeros(z.size)
+    up, lo, w = cross_family_pvalues(z, runs, fams, d)
     assert w.sum() == pytest.approx(72)  # 72 runs, each weighing 1
     assert np.all((up > 0) & (up <= 1)) and np.all((lo > 0) & (lo <= 1))
-    assert 0.02 <= TailMap(up, w)(0.05) <= 0.09
+    assert 0.02 <= TailMap(up, runs, d)(0.05) <= 0.09
     z, runs, fams = corpus([0.2, 0.3, 1.0, 1.0, 3.0, 5.0])
-    up, _, w = cross_family_pvalues(z, runs, fams, np.zeros(z.size))
+    up, _, w = cross_family_pvalues(z, runs, fams, d)
     miss_at_nominal = float(np.sum(w * (up <= 0.05)) / w.sum())
     assert miss_at_nominal > 0.06  # heterogeneous families: a new one is missed more often
-    mapped = TailMap(up, w)(0.05)
+    mapped = TailMap(up, runs, d)(0.05)
+    assert TailMap(up, runs, d)(0.05, at=0.0) == mapped  # one distance: local is global
     assert mapped < 0.05 and np.sum(w * (up <= mapped)) / w.sum() <= 0.05
     assert TailMap()(0.05) == 0.05  # nothing to map: the identity
