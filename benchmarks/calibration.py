@@ -246,6 +246,8 @@ def fold_summary(cal: Calibration, held_out: str) -> dict:
         "runs": cal.n,
         "config": cal.config.label,
         "growth": cal.growth,
+        "nu": cal.nu,
+        "tau_factor": cal.tau_factor,
         "tau_new_family": cal.pooled.tau_new,
         "mu": cal.pooled.mu,
         "s": cal.pooled.s,
@@ -433,14 +435,15 @@ def before_widths(records: list[dict]) -> dict | None:
 def folds_table(folds: list[dict]) -> str:
     """What each leave-one-family-out fold chose and fitted."""
     lines = [
-        "| held out | runs calibrating | model average | g(d) | tau for a new family | "
-        "across-family log-sd |",
-        "|---|---|---|---|---|---|",
+        "| held out | runs calibrating | model average | g(d) | likelihood | factor on tau | "
+        "tau for a new family (pooled model) | across-family log-sd |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for f in folds:
+        nu = "normal" if math.isinf(f["nu"]) else f"t{f['nu']:g}"
         lines.append(
-            f"| {f['held_out']} | {f['runs']} | {f['config']} | {f['growth']} | "
-            f"{f['tau_new_family']:.4f} | {f['s']:.2f} |"
+            f"| {f['held_out']} | {f['runs']} | {f['config']} | {f['growth']} | {nu} | "
+            f"{f['tau_factor']:g} | {f['tau_new_family']:.4f} | {f['s']:.2f} |"
         )
     return "\n".join(lines)
 
@@ -609,7 +612,7 @@ def main(argv=None):
     records, sim_records = _scored(frames, sim, args.records_cache)
     print(f"scored {records['run'].nunique()} real runs, {sim_records['run'].nunique()} simulated "
           f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
-    name = f"corpus ({records['run'].nunique()} runs, {len(families)} families)"
+    name = f"the bundled corpus ({len(families)} families)"
     cal_all = Calibration(records, name)
     if args.write_calibration and not args.quick:
         d = cal_all.to_dict()

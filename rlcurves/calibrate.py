@@ -57,6 +57,7 @@ from .conformal import (
 from .ensemble import CONFIGS, EnsembleConfig
 from .errors import RLCurvesError
 from .pooling import GROWTH_FORMS, NUS, PooledScale, fit_pooled, growth, run_loglik
+from .shapes import headroom_gain, shape_records
 
 if TYPE_CHECKING:
     from .result import SigmoidFit
@@ -191,17 +192,13 @@ def choose(records: pd.DataFrame) -> pd.DataFrame:
     """Every candidate (model-average setting, ``g(d)``, ``nu``, factor on tau) scored in
     ``records``, the chosen one first (:class:`Calibration` uses the first row).
 
-    With three families or more: each candidate's calibrated intervals when each family is
-    forecast as a new one by the others (``log_width``, the run-averaged mean log width of the
-    90% intervals: every candidate covers about 90% after the conformal step, so narrower is
-    better), and the one-standard-error rule (Breiman et al.): among the candidates whose width
-    is within one paired standard error of the narrowest (``within_1se``; the candidates' widths
-    differ by a few percent on the corpus), the one that weighs the misspecification most (the
-    largest factor on tau: the most robust to what the corpus does not show, e.g. a smoothed
-    metric's small residuals), then the narrowest. With fewer families, the highest marginal
+    With three families or more the chosen one is the candidate whose calibrated intervals are
+    narrowest when each family is forecast as a new one by the others (``log_width``, the
+    run-averaged mean log width of the 90% intervals: every candidate covers about 90% after
+    the conformal step, so narrower is better). With fewer families, the highest marginal
     likelihood of the partially pooled model (``marginal``, :func:`rlcurves.pooling.
     fit_pooled`)."""
-    rows, per_run = [], []
+    rows = []
     r = _with_base(records).reset_index(drop=True)
     inner = r["family"].nunique() >= 3
     for (tail, shrink), g in r.groupby(["tail", "shrink"], sort=True):
@@ -211,7 +208,6 @@ def choose(records: pd.DataFrame) -> pd.DataFrame:
                 pooled = fit_pooled(g, form, nu)
                 widths = _inner_log_width(g, form, nu) if inner else {1.0: pd.Series(dtype=float)}
                 for factor, by_run in widths.items():
-                    per_run.append(by_run)
                     rows.append(
                         {"tail": float(tail), "shrink": float(shrink), "growth": form, "nu": nu,
                          "tau_factor": factor, "marginal": pooled.marginal,
@@ -221,12 +217,8 @@ def choose(records: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if not (inner and table["log_width"].notna().any()):
         return table.sort_values("marginal", ascending=False, ignore_index=True)
-    best = int(table["log_width"].idxmin())
-    diffs = [(w - per_run[best]).dropna() for w in per_run]
-    se = np.array([d.std(ddof=1) / math.sqrt(max(d.size, 1)) if d.size > 1 else 0 for d in diffs])
-    table["within_1se"] = np.array([float(d.mean()) for d in diffs]) <= se + 1e-12
-    return table.sort_values(["within_1se", "tau_factor", "log_width"],
-                             ascending=[False, False, True], ignore_index=True)  # fmt: skip
+    return table.sort_values(["log_width", "marginal"], ascending=[True, False],
+                             ignore_index=True, na_position="last")  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -302,6 +294,7 @@ class Calibration:
     family: str | None = None
     nu: float | None = None
     tau_factor: float | None = None
+    shapes: pd.DataFrame | None = field(default=None, repr=False)
     selection: pd.DataFrame = field(init=False, repr=False)
     pooled: PooledScale = field(init=False, repr=False)
     tau: float = field(init=False)
@@ -532,6 +525,85 @@ class Calibration:
             cols.append(quantile_function(z, self._weights(float(di)), self.n, v))
         return np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
 
+    # ---- the prior predictive of a run whose own data leave its curve open ------------------
+    @cached_property
+    def _shape_scores(self) -> dict[str, Any]:
+        """The shape records' scores (the gain still to come, as a share of the headroom left
+        and in reward units), their distances ``ln(1 / fraction)`` and the cross-family tail
+        maps of the headroom shares (identity for a known family or with fewer than three)."""
+        sh = self.shapes
+        if self._mode() is not None:
+            sh = sh[sh["family"] == self._mode()] if (sh["family"] == self._mode()).any() else sh
+        sh = sh.reset_index(drop=True)
+        h = headroom_gain(sh["reached"], sh["final"])
+        runs, d = sh["run"].to_numpy(), np.log(1.0 / sh["fraction"].to_numpy(float))
+        maps = {"upper": TailMap(), "lower": TailMap()}
+        if self._mode() is None and sh["family"].nunique() >= 3:
+            p_up, p_lo, _ = cross_family_pvalues(h, runs, sh["family"].to_numpy(), d)
+            maps = {"upper": TailMap(p_up, runs, d), "lower": TailMap(p_lo, runs, d)}
+        gain = (sh["final"] - sh["reached"]).to_numpy(float)
+        return {"h": h, "gain": gain, "runs": runs, "d": d, "maps": maps,
+                "n": int(np.unique(runs).size)}  # fmt: skip
+
+    @property
+    def has_prior(self) -> bool:
+        """Whether the calibration carries the corpus's shape records (the prior predictive)."""
+        return self.shapes is not None and len(self.shapes) > 0
+
+    def prior_predictive(
+        self,
+        compute: ArrayLike,
+        reward: ArrayLike,
+        at: ArrayLike,
+        *,
+        top: float = 1.0,
+        n: int = N_DRAWS,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Draws of a run's level at ``at`` from what it has reached so far and what the
+        corpus's runs gained from the same fraction of their budget on (see
+        :mod:`rlcurves.shapes`): ``reached + (top - reached) h``, ``h`` the gain still to come
+        as a share of the headroom left (``top`` infinite: the gain in reward units), its
+        quantiles the run-level, per-tail, fraction-local conformal ones of the corpus's, each
+        tail mapped as a new family's (:meth:`effective_tail`). Shape ``(n, len(at))``, each
+        column ascending, and a dict of what was used."""
+        from .shapes import reached_level
+
+        if not self.has_prior:
+            raise RLCurvesError(
+                "this calibration has no shape records (made before they existed): recompute "
+                "it with rlcurves.calibrate"
+            )
+        c = np.asarray(compute, dtype=float)
+        r = np.asarray(reward, dtype=float)
+        order = np.argsort(c, kind="stable")
+        c, r = c[order], r[order]
+        now = float(c.max())
+        reached = reached_level(c, r, now)
+        at = np.atleast_1d(np.asarray(at, dtype=float))
+        frac = np.clip(now / np.maximum(at, 1e-300), 1e-6, 1.0)
+        sc = self._shape_scores
+        bounded = math.isfinite(top)
+        scores = sc["h"] if bounded else sc["gain"]
+        u = (np.arange(n) + 0.5) / n
+        upper = u >= 0.5
+        cols = []
+        for f in frac:
+            di = math.log(1.0 / f)
+            v = np.where(
+                upper,
+                1.0 - np.minimum(sc["maps"]["upper"](1.0 - u, di), 0.5),
+                np.minimum(sc["maps"]["lower"](u, di), 0.5),
+            )
+            v = np.where(upper, np.maximum(v, 0.5), np.minimum(v, 0.5 - 1e-12))
+            w = local_weights(sc["runs"], sc["d"], di)
+            cols.append(quantile_function(scores, w, sc["n"], v))
+        q = np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
+        scale = (top - reached) if bounded else 1.0
+        draws = np.where(frac[None, :] >= 1.0, reached, reached + scale * q)
+        info = {"reached": reached, "fraction": frac, "n_eval": int(c.size),
+                "shape_runs": sc["n"], "min_tail": min_tail(sc["n"])}  # fmt: skip
+        return draws, info
+
     # ---- families and subsets ----------------------------------------------------------------
     def for_family(self, family: str | None) -> Calibration:
         """The calibration for runs of ``family`` (one of :attr:`families`: its own tau,
@@ -544,9 +616,12 @@ class Calibration:
         family = self.family if family == "same" else family
         if family is not None and family not in set(records["family"]):
             family = None
+        shapes = None
+        if self.shapes is not None:
+            shapes = self.shapes[self.shapes["run"].isin(set(records["run"]))]
         return Calibration(
             records, self.corpus, self.fractions, self.config, self.growth, family, self.nu,
-            self.tau_factor,
+            self.tau_factor, shapes,
         )  # fmt: skip
 
     def without(self, run) -> Calibration:
@@ -630,7 +705,12 @@ class Calibration:
                 "selection": self.selection.to_dict(orient="records"),
             },
             "records": recs,
-        }
+            "shapes": None if self.shapes is None else {
+                c: [v if isinstance(v, str) else (bool(v) if c == "taken_off" else float(v))
+                    for v in self.shapes[c]]
+                for c in self.shapes.columns
+            },
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
@@ -643,8 +723,10 @@ class Calibration:
         records = pd.DataFrame(d["records"])
         records["n_fit"] = records["n_fit"].astype(int)
         config = EnsembleConfig(**d["config"])
+        shapes = None if d.get("shapes") is None else pd.DataFrame(d["shapes"])
         cal = cls(records, str(d["corpus"]), tuple(d["fractions"]), config, str(d["growth"]),
-                  nu=float(d["nu"]), tau_factor=float(d["tau_factor"]))  # fmt: skip
+                  nu=float(d["nu"]), tau_factor=float(d["tau_factor"]),
+                  shapes=shapes)  # fmt: skip
         cal.selection = pd.DataFrame(d.get("learned", {}).get("selection", []))
         return cal
 
@@ -903,7 +985,12 @@ def calibrate(
         runs, compute=compute, reward=reward, family=family, fractions=fractions,
         n_boot=n_boot, seed=seed, progress=progress, **fit_kwargs,
     )  # fmt: skip
-    return Calibration(records, name, tuple(fractions))
+    frames = {}
+    for k, v in runs.items():
+        frames[k] = pd.DataFrame({"compute": v[compute].to_numpy(), "reward": v[reward].to_numpy()})
+        frames[k].attrs.update(v.attrs)
+    shapes = shape_records(frames, family)
+    return Calibration(records, name, tuple(fractions), shapes=shapes)
 
 
 __all__ = [

@@ -12,7 +12,7 @@ import pytest
 from race_toys import BUDGET, NOISE, R0, RECIPES, reward
 
 from rlcurves import Race, RLCurvesError, sigmoid
-from rlcurves.decide import DEFAULT_RULE, StopRule
+from rlcurves.decide import DEFAULT_RULE
 
 
 def _benchmark(name: str):
@@ -119,21 +119,22 @@ def test_race_confirm_needs_consecutive_refits():
 
 
 def test_race_stops_only_what_the_per_run_rule_advises():
-    """Race's stops pass through rlcurves.decide: a StopRule whose threshold no forecast reaches
-    (0: p(above) exactly 0, never the case here) keeps the clear loser (the sweep's set rule
-    alone would stop it: it does with the default rule), and one whose first fraction is 60%
-    keeps it until then; the reason quotes decide(). (A threshold of 1e-9 no longer means
+    """Race's stops pass through rlcurves.decide and its hysteresis: a StopRule whose stop
+    advice must hold on more refits than the race has keeps the clear loser (the sweep's set
+    rule alone would stop it: it does with the default rule), and one whose first fraction is
+    60% keeps it until then; the reason quotes decide(). (A threshold of 1e-9 no longer means
     never: a one-sided tail needs 1 / p - 1 calibration runs behind it, and decide() raises a
-    threshold the calibration cannot support to the smallest it can, 1 / (n + 1).)"""
+    threshold the calibration cannot support to the smallest it can, 1 / (n + 1); and the
+    predictive's draws stop at the largest error seen, so p(above) can be 0.)"""
     pair = {k: RECIPES[k] for k in ("mid", "loser")}
     last = replay(Race(BUDGET, rungs=10), pair, upto=BUDGET // 2)
     assert last["loser"] < BUDGET // 2  # the default rule stops it before half the budget
-    never = StopRule(schedule=((0.1, 0.0),))
+    never = DEFAULT_RULE.replace(hold=1000)
     race = Race(BUDGET, rungs=10, rule=never)
     last = replay(race, pair, upto=BUDGET // 2)
     assert last["loser"] == BUDGET // 2
     reason = race.report().table.set_index("run").loc["loser", "reason"]
-    assert "p(beats the baseline)" in reason and "not decided yet" in reason
+    assert "must hold on 1000 consecutive refits" in reason and "p(above)" in reason
     late = DEFAULT_RULE.replace(min_fraction=0.6)
     last = replay(Race(BUDGET, rungs=10, rule=late), pair)
     assert 0.6 * BUDGET <= last["loser"] < BUDGET
@@ -421,7 +422,8 @@ def test_race_sweep_tau_does_not_collapse_to_zero():
         return out
 
     with_prior = taus()
-    smallest = min(default_calibration().pooled.family_tau.values())
+    shipped = default_calibration()  # tau as forecasts use it: the pooled model's times the factor
+    smallest = shipped.tau_factor * min(shipped.pooled.family_tau.values())
     assert 0.1 * smallest < min(with_prior) and max(with_prior) < cal.tau, with_prior
     assert min(taus(tau_prior_runs=1e-9)) < 0.1 * smallest
 
@@ -456,12 +458,13 @@ def test_report_forecasts_are_the_forecasts_the_race_used():
         assert info["tau"] == pytest.approx(rep.tau)
         assert (hi - lo) / 2 == pytest.approx(info["scale"] * info["multiplier"], rel=0.05)
         made = math.sqrt(info["scale"] ** 2 + (cal.tau**2 - rep.tau**2) * info["growth"])
-        assert (hi - lo) / 2 < 0.75 * made * info["multiplier"]
+        assert (hi - lo) / 2 < made * info["multiplier"]
 
 
 def test_race_stops_a_sure_loser_after_the_risk_of_earlier_stops_drifted_up():
-    """Regression: replayed rung by rung with forecasts calibrated on GSM8K, the real
-    math_offpolicy sweep stops two runs by 40% of the budget; then the risk that one of them
+    """Regression: replayed rung by rung with forecasts calibrated on the corpus's other families
+    (GSM8K's 12 runs alone, the setting before, no longer support the tails the race reads), the
+    real math_offpolicy sweep stops two runs by 40% of the budget; then the risk that one of them
     would end above every run kept rises past alpha (the sweep's tau grows as its own backtests
     come in, widening their frozen forecasts), and a race that kept that risk under alpha at
     every report could stop nothing more: clip0.2-0.28, which ends 0.07 below the winner with
@@ -471,7 +474,8 @@ def test_race_stops_a_sure_loser_after_the_risk_of_earlier_stops_drifted_up():
     from rlcurves.calibrate import default_calibration
 
     sweep = _real_sweep("math_offpolicy")
-    cal = default_calibration().of_families("gsm8k")
+    cal = default_calibration()
+    cal = cal.of_families([f for f in cal.families if f != "math"])
     reports: list = []
     replay_race = _benchmark("race_replay").replay_race
     out, _ = replay_race(sweep, {"calibration": cal}, on_report=reports.append)
