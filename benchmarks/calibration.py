@@ -29,6 +29,12 @@ calibration's fractions under every candidate setting of the model average
   family, everything refitted without that fifth), and with the real runs' calibration alone
   (a new family).
 
+- **forecasts from a run's first 4, 5 and 6 evaluations** (issue 42), leave-one-family-out: the
+  fit cannot say where such a run's curve goes, so the forecast is the fold's prior predictive of
+  the gain still to come from the corpus's shape records (:mod:`rlcurves.shapes`); none may be
+  refused. Also the shape records' late take-offs: how often a run flat at a fraction of its
+  budget took off later, per family.
+
 Reported per family and pooled, at each fraction: runs, how many the 90% interval covered (a
 refusal, a prefix that cannot be fitted or an interval not given, counts as a miss and is
 reported), the Wilson 90% interval of the coverage, misses below and above, the median width;
@@ -68,6 +74,7 @@ from rlcurves.calibrate import (
     load_corpus,
     score_runs,
 )
+from rlcurves.shapes import late_takeoffs, shape_records
 
 RESULTS = Path(__file__).parent / "results"
 FRACTIONS = (0.25, 0.5, 0.75)
@@ -255,16 +262,92 @@ def fold_summary(cal: Calibration, held_out: str) -> dict:
     }
 
 
-def nested_lofo(frames, records, families, seed=0) -> tuple[list, list]:
+def fold_calibrations(records, shapes, families) -> dict[str, Calibration]:
+    """Each family's leave-one-family-out calibration: made from the other families' records
+    (and shape records) alone, everything chosen and fitted in the fold."""
+    out = {}
+    for fam in families:
+        others = [f for f in families if f != fam]
+        out[fam] = Calibration(
+            records[records["family"].isin(others)], f"runs of {', '.join(others)}",
+            shapes=shapes[shapes["family"].isin(others)].reset_index(drop=True),
+        )  # fmt: skip
+    return out
+
+
+def nested_lofo(frames, folds_cal, families, seed=0) -> tuple[list, list]:
     """Leave-one-family-out, every tuned quantity refitted in the fold (see the module doc)."""
     out, folds = [], []
     for fam in families:
-        train = records[records["family"].isin([f for f in families if f != fam])]
-        cal = Calibration(train, f"runs of {', '.join(f for f in families if f != fam)}")
+        cal = folds_cal[fam]
         folds.append(fold_summary(cal, fam))
         mine = {k: v for k, v in frames.items() if v.attrs["family"] == fam}
         out += forecast_runs(mine, lambda _k, cal=cal: cal, "leave-one-family-out", seed, fam)
     return out, folds
+
+
+FEW = (4, 5, 6)
+
+
+def few_evaluations(frames, folds_cal, seed=0) -> list:
+    """Leave-one-family-out forecasts from each run's first 4, 5 and 6 evaluations (issue 42:
+    none may be refused; the fit cannot say where such a run's curve goes, so the forecast is
+    the fold's prior predictive from the corpus's gains)."""
+    out = []
+    for key, frame in tqdm(frames.items(), desc="first evaluations", leave=False):
+        c, r = frame["compute"].to_numpy(float), frame["reward"].to_numpy(float)
+        cal = folds_cal[frame.attrs["family"]]
+        for k in FEW:
+            head = {"split": "first evaluations", "family": frame.attrs["family"], "run": key,
+                    "fraction": k, "calibrated_on": cal.name}  # fmt: skip
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    fit = fit_sigmoid(c[:k], r[:k])
+            except rlcurves.RLCurvesError as e:
+                out.append({**head, **refusal_record(c, r, str(e))})
+                continue
+            rec = forecast_record(fit, c, r, cal, seed)
+            out.append({**head, **rec, "budget_fraction": float(c[k - 1] / c.max())})
+    return out
+
+
+def few_table(rows: list[dict]) -> str:
+    """Forecasts from the first 4, 5 and 6 evaluations, per family and pooled."""
+    by = {(r["family"], r["fraction"]): r for r in rows}
+    fams = list(dict.fromkeys(r["family"] for r in rows if r["family"] != "pooled"))
+    lines = [
+        "| tested on (calibrated on the other families) | runs | 90% covered from 4 evaluations "
+        "| from 5 | from 6 | refused (4/5/6) | median width (4/5/6) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for fam in [*fams, "pooled"]:
+        cells = [
+            f"{by[(fam, k)]['covered']}/{by[(fam, k)]['runs']} ({by[(fam, k)]['coverage']:.0%}; "
+            f"{by[(fam, k)]['wilson_low']:.0%}-{by[(fam, k)]['wilson_high']:.0%})"
+            for k in FEW
+        ]
+        refused = "/".join(str(by[(fam, k)]["refused"]) for k in FEW)
+        widths = "/".join(f"{by[(fam, k)]['median_width']:.2f}" for k in FEW)
+        lines.append(
+            f"| {fam} | {by[(fam, 4)]['runs']} | {' | '.join(cells)} | {refused} | {widths} |"
+        )
+    return "\n".join(lines)
+
+
+def late_table(rows: list[dict]) -> str:
+    """How often a run flat at a fraction of its budget took off later, per family."""
+    lines = [
+        "| family | fit on | runs | flat then | of them, took off later (gained > 0.1) | rate |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        rate = "-" if not r["flat"] else f"{r['rate']:.0%}"
+        lines.append(
+            f"| {r['family']} | {r['fraction']:.0%} | {r['runs']} | {r['flat']} | {r['bloomed']} "
+            f"| {rate} |"
+        )
+    return "\n".join(lines)
 
 
 def known_family_loro(frames, cal_all: Calibration, seed=0) -> list:
@@ -276,7 +359,7 @@ def known_family_loro(frames, cal_all: Calibration, seed=0) -> list:
     return forecast_runs(frames, calibration_of, "leave-one-run-out (own family)", seed)
 
 
-def simulated_study(sim_frames, sim_records, real_records, seed=0) -> tuple[list, dict]:
+def simulated_study(sim_frames, sim_records, real_records, shapes, seed=0) -> tuple[list, dict]:
     """The simulated family: as a known family (the other simulated runs and the real runs
     calibrate it; everything refitted without the run) and as a new one (the real runs'
     calibration)."""
@@ -286,12 +369,13 @@ def simulated_study(sim_frames, sim_records, real_records, seed=0) -> tuple[list
     for i in range(SIM_FOLDS):  # a fifth of the simulated runs at a time
         held = keys[i::SIM_FOLDS]
         cal = Calibration(both[~both["run"].isin(held)], "real runs + the other simulated runs",
-                          family=SIMULATED)  # fmt: skip
+                          family=SIMULATED, shapes=shapes[~shapes["run"].isin(held)])  # fmt: skip
         mine = {k: sim_frames[k] for k in held}
         out += forecast_runs(mine, lambda _k, cal=cal: cal, "simulated, own family", seed)
-    real = Calibration(real_records, "real runs")
+    real_shapes = shapes[shapes["family"] != SIMULATED]
+    real = Calibration(real_records, "real runs", shapes=real_shapes)
     out += forecast_runs(sim_frames, lambda _k: real, "simulated, new family", seed)
-    whole = Calibration(both, "real + simulated runs")
+    whole = Calibration(both, "real + simulated runs", shapes=shapes)
     return out, {"tau_simulated": whole.pooled.family_tau.get(SIMULATED), **fold_summary(whole, "")}
 
 
@@ -466,6 +550,26 @@ def criteria(summary: list[dict]) -> dict:
     }
 
 
+def criteria_42(summary: list[dict], few_rows: list[dict]) -> dict:
+    """Issue 42's targets: no forecast from 4 or more evaluations refused; from 4-6 the 90%
+    interval covers 85-95% with a median width of at most 0.25 (pooled over the three); at 25%
+    of the budget, pooled coverage 87-93% with refusals as misses."""
+    pooled = [r for r in few_rows if r["family"] == "pooled"]
+    k = sum(r["covered"] for r in pooled)
+    n = sum(r["runs"] for r in pooled)
+    widths = [r["median_width"] for r in pooled]
+    quarter = next(r for r in summary if r["split"] == "leave-one-family-out"
+               and r["family"] == "pooled" and r["fraction"] == 0.25)  # fmt: skip
+    return {
+        "refused_from_4": sum(r["refused"] for r in pooled),
+        "coverage_4_6": k / n if n else math.nan,
+        "coverage_85_95": bool(n and 0.85 <= k / n <= 0.95),
+        "median_widths_4_5_6": widths,
+        "width_at_most_0.25": all(w <= 0.25 for w in widths),
+        "quarter_87_93": 0.87 <= quarter["coverage"] <= 0.93,
+    }
+
+
 # ---- regimes (the shipped calibration) --------------------------------------------------------
 
 SIM_REGIMES = {
@@ -613,7 +717,9 @@ def main(argv=None):
     print(f"scored {records['run'].nunique()} real runs, {sim_records['run'].nunique()} simulated "
           f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
     name = f"the bundled corpus ({len(families)} families)"
-    cal_all = Calibration(records, name)
+    shapes = shape_records(frames)
+    sim_shapes = shape_records(sim)
+    cal_all = Calibration(records, name, shapes=shapes)
     if args.write_calibration and not args.quick:
         d = cal_all.to_dict()
         d["made_by"] = "python -m benchmarks.calibration --write-calibration"
@@ -621,13 +727,18 @@ def main(argv=None):
         _DEFAULT.clear()
         print(f"wrote {SHIPPED}")
 
-    real, folds = nested_lofo(frames, records, families)
+    folds_cal = fold_calibrations(records, shapes, families)
+    real, folds = nested_lofo(frames, folds_cal, families)
+    few = few_evaluations(frames, folds_cal)
     real += known_family_loro(frames, cal_all)
-    sim_recs, sim_fit = simulated_study(sim, sim_records, records)
-    all_recs = real + sim_recs
+    all_shapes = pd.concat([shapes, sim_shapes], ignore_index=True)
+    sim_recs, sim_fit = simulated_study(sim, sim_records, records, all_shapes)
+    all_recs = real + sim_recs + few
     splits = ("leave-one-family-out", "leave-one-run-out (own family)", "simulated, own family",
               "simulated, new family")  # fmt: skip
     summary = [row for s in splits for row in summarize(all_recs, s)]
+    few_rows = summarize(all_recs, "first evaluations")
+    late = late_takeoffs(shapes)
     before = before_widths([r for r in real if r["split"] == "leave-one-family-out"])
     out = {
         "level": LEVEL,
@@ -642,6 +753,9 @@ def main(argv=None):
         "summary": summary,
         "before_widths": before,
         "criteria": criteria(summary),
+        "few_evaluations": few_rows,
+        "late_takeoffs": late,
+        "criteria_42": criteria_42(summary, few_rows),
         "records": all_recs,
     }
     for split in splits:
@@ -654,6 +768,11 @@ def main(argv=None):
     print()
     print(width_table([r for r in summary if r["split"] == "leave-one-family-out"], before))
     print(f"\ncriteria: {json.dumps(out['criteria'])}")
+    print()
+    print(few_table(few_rows))
+    print()
+    print(late_table(late))
+    print(f"\ncriteria of issue 42: {json.dumps(out['criteria_42'])}")
     if not args.no_regimes:
         shipped = cal_all if args.quick else default_calibration()
         regs = regimes(frames, shipped, args.sim_runs or (6 if args.quick else 60))

@@ -66,6 +66,9 @@ FRACTIONS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
 N_BOOT = 200
 # Draws of a forecast's predictive distribution: probabilities near 0.05 resolved to ~0.004
 N_DRAWS = 4000
+#: Fewest runs in a state (taken off or not) for the prior predictive to use only that state's
+#: records: a 90% interval needs 19 behind each tail.
+MIN_PRIOR_RUNS = 19
 #: Version of the shipped calibration's file format (records of one setting + what was learned).
 ARTIFACT_VERSION = 2
 CORPUS_NAME = "the bundled corpus"
@@ -526,14 +529,25 @@ class Calibration:
         return np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
 
     # ---- the prior predictive of a run whose own data leave its curve open ------------------
-    @cached_property
-    def _shape_scores(self) -> dict[str, Any]:
+    def _shape_scores(self, taken_off: bool | None = None) -> dict[str, Any]:
         """The shape records' scores (the gain still to come, as a share of the headroom left
         and in reward units), their distances ``ln(1 / fraction)`` and the cross-family tail
-        maps of the headroom shares (identity for a known family or with fewer than three)."""
+        maps of the headroom shares (identity for a known family or with fewer than three);
+        only the records of runs in the same state (``taken_off``) when at least
+        :data:`MIN_PRIOR_RUNS` runs were in it, else all. Computed once per state."""
+        cache = self.__dict__.setdefault("_shape_cache", {})
+        if taken_off not in cache:
+            cache[taken_off] = self._make_shape_scores(taken_off)
+        return cache[taken_off]
+
+    def _make_shape_scores(self, taken_off: bool | None) -> dict[str, Any]:
         sh = self.shapes
         if self._mode() is not None:
             sh = sh[sh["family"] == self._mode()] if (sh["family"] == self._mode()).any() else sh
+        if taken_off is not None:
+            same = sh[sh["taken_off"].astype(bool) == taken_off]
+            if same["run"].nunique() >= MIN_PRIOR_RUNS:
+                sh = same
         sh = sh.reset_index(drop=True)
         h = headroom_gain(sh["reached"], sh["final"])
         runs, d = sh["run"].to_numpy(), np.log(1.0 / sh["fraction"].to_numpy(float))
@@ -558,15 +572,18 @@ class Calibration:
         *,
         top: float = 1.0,
         n: int = N_DRAWS,
+        taken_off: bool | None = None,
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Draws of a run's level at ``at`` from what it has reached so far and what the
         corpus's runs gained from the same fraction of their budget on (see
         :mod:`rlcurves.shapes`): ``reached + (top - reached) h``, ``h`` the gain still to come
         as a share of the headroom left (``top`` infinite: the gain in reward units), its
         quantiles the run-level, per-tail, fraction-local conformal ones of the corpus's, each
-        tail mapped as a new family's (:meth:`effective_tail`). Shape ``(n, len(at))``, each
-        column ascending, and a dict of what was used."""
-        from .shapes import reached_level
+        tail mapped as a new family's (:meth:`effective_tail`). ``taken_off`` (default: from
+        the run's own evaluations, :func:`rlcurves.shapes.took_off`) keeps the records of runs
+        in the same state: a flat run is forecast from the runs that were flat. Shape
+        ``(n, len(at))``, each column ascending, and a dict of what was used."""
+        from .shapes import reached_level, took_off
 
         if not self.has_prior:
             raise RLCurvesError(
@@ -579,9 +596,11 @@ class Calibration:
         c, r = c[order], r[order]
         now = float(c.max())
         reached = reached_level(c, r, now)
+        if taken_off is None:
+            taken_off = took_off(r, reached)
         at = np.atleast_1d(np.asarray(at, dtype=float))
         frac = np.clip(now / np.maximum(at, 1e-300), 1e-6, 1.0)
-        sc = self._shape_scores
+        sc = self._shape_scores(bool(taken_off))
         bounded = math.isfinite(top)
         scores = sc["h"] if bounded else sc["gain"]
         u = (np.arange(n) + 0.5) / n
@@ -599,9 +618,18 @@ class Calibration:
             cols.append(quantile_function(scores, w, sc["n"], v))
         q = np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
         scale = (top - reached) if bounded else 1.0
-        draws = np.where(frac[None, :] >= 1.0, reached, reached + scale * q)
+        # at or before the last evaluation: the level now, known to its noise (a mean of the
+        # evaluations in its window, the noise from successive differences)
+        from .ensemble import level_mask
+        from .forecast import _normal_draws
+
+        sd = float(np.std(np.diff(r), ddof=1) / math.sqrt(2)) if r.size >= 3 else 0.0
+        se = sd / math.sqrt(max(int(level_mask(c, now).sum()), 1))
+        now_draws = reached + se * _normal_draws(n)[:, None]
+        draws = np.where(frac[None, :] >= 1.0, now_draws, reached + scale * q)
         info = {"reached": reached, "fraction": frac, "n_eval": int(c.size),
-                "shape_runs": sc["n"], "min_tail": min_tail(sc["n"])}  # fmt: skip
+                "taken_off": bool(taken_off), "shape_runs": sc["n"],
+                "min_tail": min_tail(sc["n"])}  # fmt: skip
         return draws, info
 
     # ---- families and subsets ----------------------------------------------------------------

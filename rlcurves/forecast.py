@@ -237,6 +237,14 @@ def forecast(
         a = np.asarray(a, dtype=float)
         return float(a[0]) if scalar else a
 
+    calibrated = method == "bootstrap" and kwargs.get("kind", "calibrated") == "calibrated"
+    if calibrated:
+        from .calibrate import default_calibration
+
+        cal = default_calibration() if calibration is None else calibration
+        open_why = _curve_open(fit) if cal.has_prior else None
+        if open_why is not None:
+            return _prior_forecast(fit, c, level, seed, cal, notes, open_why, out)
     if fit.dof < MIN_DOF:
         need = len(fit.free_params) + MIN_DOF
         notes.insert(
@@ -255,10 +263,9 @@ def forecast(
         samples = boot.curves(c)
         info = {"kind": boot.kind, "n": boot.n, **boot.info}
         if kind == "calibrated":
-            from .calibrate import N_BOOT, N_DRAWS, default_calibration
+            from .calibrate import N_BOOT, N_DRAWS
             from .ensemble import combine, info_dict
 
-            cal = default_calibration() if calibration is None else calibration
             # the model variance from as many resamples as the calibration's records had
             ens = combine(fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed)
             mean = ens.mean
@@ -353,6 +360,84 @@ def forecast(
         predictive=predictive,
         prediction_predictive=prediction_predictive,
     )
+
+
+def _curve_open(fit: SigmoidFit) -> str | None:
+    """Why the run's own data leave its curve open (None: they do not): too few evaluations to
+    estimate the noise, or a run that has not taken off (its level within noise of where it
+    started, :func:`rlcurves.shapes.took_off`)."""
+    from .shapes import reached_level, took_off
+
+    if fit.dof < MIN_DOF:
+        return f"{fit.n} evaluations leave {fit.dof} residual degrees of freedom"
+    order = np.argsort(fit.fit_compute, kind="stable")
+    c, r = fit.fit_compute[order], fit.fit_reward[order]
+    if not took_off(r, reached_level(c, r, float(c.max()))):
+        return "the run has not taken off (its level is within noise of where it started)"
+    return None
+
+
+def _prior_forecast(fit, c, level, seed, cal, notes, why, out) -> Forecast:
+    """The forecast of a run whose own data leave its curve open: the corpus's prior predictive
+    of the gain still to come from the level it has reached (:meth:`rlcurves.calibrate.
+    Calibration.prior_predictive`), one predictive distribution like every other forecast."""
+    from .bootstrap import metric_range
+    from .calibrate import N_DRAWS
+
+    rng = metric_range(fit)
+    order = np.argsort(fit.compute, kind="stable")
+    seen = fit.compute[order] <= float(np.max(fit.fit_compute))
+    cc, rr = fit.compute[order][seen], fit.reward[order][seen]
+    draws, pinfo = cal.prior_predictive(cc, rr, c, top=rng[1], n=N_DRAWS)
+    perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
+    draws = np.clip(draws[perm], *rng)
+    sd = float(np.std(np.diff(rr), ddof=1) / math.sqrt(2)) if rr.size >= 3 else 0.0
+    noise = np.random.default_rng(1 if seed is None else seed + 1).normal(0, sd, draws.shape)
+    quantity = "the run's level over its last 10% of compute (from the corpus's gains)"
+    source = {"draws": "level reached + headroom x the corpus's gain still to come",
+              "calibration": cal.name, "min_tail": pinfo["min_tail"]}  # fmt: skip
+    predictive = Predictive(c, draws, quantity, source)
+    prediction_predictive = Predictive(c, np.clip(draws + noise, *rng), "one evaluation", source)
+    used = min(level, 1.0 - 2.0 * pinfo["min_tail"])
+    lo, hi = predictive.interval(used)
+    plo, phi = prediction_predictive.interval(used)
+    notes.insert(
+        0,
+        f"{why}: the fit cannot say where the curve goes; the forecast is the corpus's prior "
+        f"predictive (the run's level now, {pinfo['reached']:.3f}, plus the share of the "
+        f"headroom the corpus's {pinfo['shape_runs']} runs gained from the same fraction of "
+        "their budget on)",
+    )
+    if used < level:
+        notes.insert(1, f"the interval shown is the {used:.1%} one (the prior's runs support "
+                     "no more)")  # fmt: skip
+    info = {"prior": True, "why": why, "reached": pinfo["reached"],
+            "fraction": out(pinfo["fraction"]), "n_eval": pinfo["n_eval"], "level_used": used,
+            "quantity": quantity}  # fmt: skip
+    return Forecast(
+        at=out(c),
+        mean=out(np.median(draws, axis=0)),
+        lower=out(lo),
+        upper=out(hi),
+        prediction_lower=out(plo),
+        prediction_upper=out(phi),
+        level=level,
+        method="bootstrap",
+        samples=None,
+        info=info,
+        calibration=cal.name,
+        calibration_n=cal.n,
+        note="; ".join(notes),
+        predictive=predictive,
+        prediction_predictive=prediction_predictive,
+    )
+
+
+def _normal_draws(n: int) -> np.ndarray:
+    """``n`` stratified standard normal quantiles, ascending."""
+    from scipy.stats import norm
+
+    return norm.ppf((np.arange(n) + 0.5) / n)
 
 
 def _level_words(k: np.ndarray) -> str:

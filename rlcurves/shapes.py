@@ -44,16 +44,18 @@ def reached_level(compute: np.ndarray, reward: np.ndarray, end: float) -> float:
 
 
 def took_off(reward_so_far: np.ndarray, reached: float) -> bool:
-    """Whether a run's level has risen clearly above where it started: ``reached`` minus the
-    mean of its first three evaluations above :data:`TAKEOFF_SE` standard errors (the
-    evaluation noise from successive differences of what it has so far)."""
+    """Whether a run has taken off: its level (``reached``, or the best mean of three successive
+    evaluations so far: a run that rose and fell back has taken off) above the mean of its first
+    three evaluations by more than :data:`TAKEOFF_SE` standard errors (the evaluation noise from
+    successive differences of what it has so far)."""
     r = np.asarray(reward_so_far, dtype=float)
     if r.size < 2:
         return False
     m = min(3, r.size)
     start = float(np.mean(r[:m]))
+    best = max(reached, float(np.max(np.convolve(r, np.ones(m) / m, mode="valid"))))
     sd = float(np.std(np.diff(r), ddof=1) / math.sqrt(2)) if r.size >= 3 else abs(r[1] - r[0])
-    return reached - start > TAKEOFF_SE * max(sd * math.sqrt(2.0 / m), 1e-9)
+    return best - start > TAKEOFF_SE * max(sd * math.sqrt(2.0 / m), 1e-9)
 
 
 def shape_records(runs: dict[str, pd.DataFrame], family: str | dict | None = None) -> pd.DataFrame:

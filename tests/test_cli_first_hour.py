@@ -206,12 +206,13 @@ def test_forecast_cli_says_what_calibrated_the_interval_and_its_warnings(tmp_pat
     # regression (issue 26): the count was printed twice, "36 scores from 12 runs (36 scores)"
     line = next(x for x in out.splitlines() if "calibration: " in x)
     assert line.count(f"{n} runs") == 1 and "scores" not in line
-    # four points, four parameters: the interval is unbounded and the note says how to fix it
+    # four points, four parameters: the fit cannot estimate the noise; the forecast is the
+    # corpus's prior predictive (issue 42: never refused), and the note says so
     path = tmp_path / "four.csv"
     pd.DataFrame(
         {"gpu_hours": [100, 200, 400, 800], "val_pass_rate": [0.2, 0.3, 0.45, 0.5]}
     ).to_csv(path, index=False)
     assert main(["forecast", str(path), "--at", "1600", "--json", "-q"]) == 0
     item = json.loads(capsys.readouterr().out)
-    assert item["unbounded"] is True
-    assert "UNBOUNDED" in item["note"] and "r0=" not in item["note"]
+    assert item["unbounded"] is False
+    assert "prior predictive" in item["note"] and "4 evaluations" in item["note"]

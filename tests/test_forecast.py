@@ -182,19 +182,23 @@ def test_regression_a_level_the_calibration_cannot_support_is_said_and_the_neare
 
 def test_no_interval_from_no_degrees_of_freedom():
     # 4 points, 4 parameters: nothing is left to estimate the noise from. The forecast must not
-    # come back as a confident zero-width interval: it is the whole pass-rate range, flagged.
+    # come back as a confident zero-width interval: a raw bootstrap kind or the profile gives the
+    # whole pass-rate range, flagged; the default is the corpus's prior predictive (issue 42,
+    # tests/test_shapes.py), never refused.
     c = np.array([100.0, 400.0, 1600.0, 6400.0])
     y = sigmoid(c, 0.6, 1.5, 800.0, 0.3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_sigmoid(c, y)
     assert fit.dof == 0
-    for kw in ({}, {"kind": "residual"}, {"method": "profile"}):
+    for kw in ({"kind": "residual"}, {"method": "profile"}):
         fc = forecast(fit, [6400.0, 20000.0], progress=False, seed=0, **kw)
         assert fc.unbounded and "UNBOUNDED" in fc.note and "at least 7 points" in fc.note
         np.testing.assert_array_equal(fc.lower, [0.0, 0.0])
         np.testing.assert_array_equal(fc.upper, [1.0, 1.0])
         assert np.all(fc.upper - fc.lower > 0)
+    prior = forecast(fit, [6400.0, 20000.0], progress=False, seed=0)
+    assert not prior.unbounded and prior.info["prior"] and np.all(prior.upper - prior.lower > 0)
 
 
 def test_a_ceiling_on_its_bound_is_said_beyond_the_data():
