@@ -364,12 +364,18 @@ def forecast(
 
 def _curve_open(fit: SigmoidFit) -> str | None:
     """Why the run's own data leave its curve open (None: they do not): too few evaluations to
-    estimate the noise, or a run that has not taken off (its level within noise of where it
-    started, :func:`rlcurves.shapes.took_off`)."""
+    estimate the noise, or a rising run that has not taken off (its level within noise of where
+    it started, :func:`rlcurves.shapes.took_off`). Only for a metric in [0, 1] (the corpus's
+    runs are pass rates): another metric keeps the fit's forecast (or none)."""
+    from .bootstrap import metric_range
     from .shapes import reached_level, took_off
 
+    if metric_range(fit) != (0.0, 1.0):  # the corpus's runs are pass rates, rising
+        return None
     if fit.dof < MIN_DOF:
         return f"{fit.n} evaluations leave {fit.dof} residual degrees of freedom"
+    if fit.params["A"] < fit.params["R0"]:  # a falling curve: not a run waiting to take off
+        return None
     order = np.argsort(fit.fit_compute, kind="stable")
     c, r = fit.fit_compute[order], fit.fit_reward[order]
     if not took_off(r, reached_level(c, r, float(c.max()))):
