@@ -138,10 +138,11 @@ def forecast_record(fit, c, r, calibration, seed=0, truth=None) -> dict:
         "upper": hi,
         "unbounded": bool(fc.unbounded),
         "observed": obs,
-        "covered": bool(lo <= obs <= hi) and not fc.unbounded,
+        # an unbounded interval (the metric's whole range) is a refusal: a miss, never a cover
+        "covered": not fc.unbounded and bool(lo <= obs <= hi),
         "below": bool(obs < lo),
         "above": bool(obs > hi),
-        "width": hi - lo,
+        "width": float(hi - lo),
         "abs_error": abs(float(fc.mean) - obs),
         "n_fit": int(fit.n),
         "tau": float(fc.info.get("tau", math.nan)),

@@ -184,6 +184,32 @@ def level_grid(at: float, spacing: float) -> np.ndarray:
     return grid[grid > 0] if np.any(grid > 0) else np.array([at])
 
 
+def level_weights(at: float, spacing: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The level at ``at`` with a continuous window, for a band drawn on a grid: the evaluations
+    of :func:`level_grid` with the oldest one weighted by the fraction of it the window covers
+    (``k = 0.1 at / spacing`` evaluations, not rounded), so that the level, its centre and its
+    noise change smoothly with ``at`` instead of stepping where the rounded count changes. Equal
+    to :func:`level_grid`'s mean where ``0.1 at / spacing`` is a whole number. Returns the grid,
+    its weights and the (fractional) number of evaluations."""
+    if not (spacing > 0 and math.isfinite(spacing)):
+        return np.array([at]), np.ones(1), 1.0
+    k = max(1.0, LEVEL_WINDOW * at / spacing)
+    whole = math.floor(k)
+    if k > _MAX_WINDOW_POINTS:  # steps of 1/k or less: the rounded window as it is
+        grid = level_grid(at, spacing)
+        return grid, np.ones(grid.size), float(round(k))
+    frac = k - whole
+    n = whole + (1 if frac > 1e-12 else 0)
+    grid = at - spacing * np.arange(n)
+    weights = np.ones(n)
+    if n > whole:
+        weights[-1] = frac
+    keep = grid > 0
+    if not keep.any():
+        return np.array([at]), np.ones(1), 1.0
+    return grid[keep], weights[keep], float(weights[keep].sum())
+
+
 def n_level(at: float, spacing: float) -> int:
     """Number of evaluations in the level at ``at`` (see :func:`level_grid`)."""
     if not (spacing > 0 and math.isfinite(spacing)):
@@ -195,6 +221,15 @@ def ar1_mean_variance(k: int, rho: float) -> float:
     """Variance of the mean of ``k`` AR(1) values of unit variance and lag-1 correlation rho
     (:func:`rlcurves._ar1.mean_variance`)."""
     return mean_variance(k, rho)
+
+
+def _mean_variance(k: float, rho: float) -> float:
+    """:func:`ar1_mean_variance` at a fractional ``k``: linear between the whole numbers."""
+    lo = math.floor(k)
+    if k - lo < 1e-12:
+        return mean_variance(int(lo), rho)
+    frac = k - lo
+    return (1 - frac) * mean_variance(lo, rho) + frac * mean_variance(lo + 1, rho)
 
 
 def _quiet(fn, *args, **kwargs):
@@ -298,6 +333,9 @@ class _Members:
     end: float
     k: np.ndarray
     grids: list[np.ndarray]
+    window_weights: list[np.ndarray | None]
+    spacing: float
+    continuous: bool
     distance: np.ndarray
     sigmoid: np.ndarray
     sigmoid_point: np.ndarray
@@ -309,13 +347,15 @@ class _Members:
     rho: float
 
 
-def _level_of(predict, grids: list[np.ndarray]) -> np.ndarray:
-    """Mean of ``predict(compute)`` over each level grid: shape (n_rows, n_at) for a batched
-    ``predict`` returning (n_rows, len(compute))."""
+def _level_of(predict, grids: list[np.ndarray], weights: list | None = None) -> np.ndarray:
+    """Mean of ``predict(compute)`` over each level grid (weighted where ``weights`` gives an
+    array): shape (n_rows, n_at) for a batched ``predict`` returning (n_rows, len(compute))."""
+    weights = [None] * len(grids) if weights is None else weights
     cols = []
-    for g in grids:
+    for g, wg in zip(grids, weights, strict=True):
         with np.errstate(all="ignore"):
-            cols.append(np.mean(np.atleast_2d(predict(g)), axis=1))
+            v = np.atleast_2d(predict(g))
+            cols.append(np.mean(v, axis=1) if wg is None else np.average(v, axis=1, weights=wg))
     return np.stack(cols, axis=1)
 
 
@@ -326,10 +366,12 @@ def members(
     tails: tuple[float, ...] = (TAIL,),
     n_resamples: int = N_RESAMPLES,
     seed: int | None = 0,
+    continuous: bool = False,
 ) -> _Members:
     """Both families' forecasts of the level at ``at``, their backtests, and the same on
     ``n_resamples`` perturbed copies of the window (see the module docstring). The power law is
-    done once per entry of ``tails``; :func:`assemble` combines for one setting."""
+    done once per entry of ``tails``; :func:`assemble` combines for one setting. ``continuous``:
+    the level windows of :func:`level_weights` (a band without steps), see :func:`combine`."""
     from .bootstrap import ar1_params
     from .calibrate import residual_sd
     from .model import log_compute
@@ -343,12 +385,20 @@ def members(
     end = float(np.max(c))
     uniq = np.unique(c)
     spacing = float(np.median(np.diff(uniq))) if uniq.size > 1 else math.nan
-    grids = [level_grid(float(a), spacing) for a in at]
-    k = np.array([n_level(float(a), spacing) for a in at])
-    centers = np.array([float(np.mean(g)) for g in grids])
+    if continuous:
+        grids, wins, k = [], [], []
+        for a in at:
+            g, wg, kk = level_weights(float(a), spacing)
+            grids.append(g), wins.append(wg), k.append(kk)
+        k = np.array(k)
+    else:
+        grids = [level_grid(float(a), spacing) for a in at]
+        wins = [None] * at.size
+        k = np.array([float(n_level(float(a), spacing)) for a in at])
+    centers = _level_of(lambda g: np.asarray(g, dtype=float), grids, wins)[0]
     with np.errstate(divide="ignore", invalid="ignore"):
         distance = np.where(centers > end, np.log(np.maximum(centers, end) / end), 0.0)
-    sig = _level_of(lambda g: np.asarray(fit.predict(g), dtype=float), grids)[0]
+    sig = _level_of(lambda g: np.asarray(fit.predict(g), dtype=float), grids, wins)[0]
     sig_point = np.asarray(fit.predict(at), dtype=float)
 
     # the resamples: the data plus AR(1) noise in compute with the residuals' sd and rho
@@ -372,7 +422,7 @@ def members(
         )
 
     theta = refit(np.ones(c.size, dtype=bool), dict(p))
-    sig_draws = _level_of(sig_batch(theta), grids)
+    sig_draws = _level_of(sig_batch(theta), grids, wins)
 
     # backtests on the data and on every resample
     n_cuts = len(BACKTEST_CUTS)
@@ -404,11 +454,11 @@ def members(
         entry["fit"] = pl
         if pl is not None:
             with np.errstate(all="ignore"):
-                entry["level"] = _level_of(lambda g, pl=pl: pl.predict(g), grids)[0]
+                entry["level"] = _level_of(lambda g, pl=pl: pl.predict(g), grids, wins)[0]
                 entry["point"] = np.asarray(pl.predict(at), dtype=float)
             mask = _tail_window(c, end, tail)
             A, D, B = fit_power_law_batch(c[mask], Y[:, mask], a_bounds)
-            entry["draws"] = _level_of(_pl_batch(A, D, B), grids)
+            entry["draws"] = _level_of(_pl_batch(A, D, B), grids, wins)
         bt = np.full(n_cuts, np.nan)
         bt_draws = np.full((n_resamples, n_cuts), np.nan)
         for j, cut_fraction in enumerate(BACKTEST_CUTS):
@@ -434,6 +484,9 @@ def members(
         end=end,
         k=k,
         grids=grids,
+        window_weights=wins,
+        spacing=spacing,
+        continuous=continuous,
         distance=distance,
         sigmoid=sig,
         sigmoid_point=sig_point,
@@ -481,20 +534,24 @@ def assemble(m: _Members, config: EnsembleConfig | None = None) -> Ensemble:
         plv, pt = pl["level"], pl["point"]
     ok = beyond & _finite(plv) & _finite(pt)
     wp = np.where(ok, wp0, 0.0)
+    phase = np.ones(m.at.size)
+    if m.continuous and m.spacing > 0:  # the power law phased in over the first level window
+        phase = np.clip((m.at - m.end) / np.maximum(m.k * m.spacing, 1e-300), 0.0, 1.0)
+    wp = wp * phase
     mean = (1 - wp) * m.sigmoid + wp * np.where(ok, plv, 0.0)
     point = (1 - wp) * m.sigmoid_point + wp * np.where(ok, pt, 0.0)
     draws = m.sigmoid_draws
     if pl["fit"] is not None:
         wb = _weights(m.sigmoid_bt_draws, pl["bt_draws"], config.shrink)[:, None]
         okb = beyond[None, :] & _finite(pl["draws"])
-        wb = np.where(okb, wb, 0.0)
+        wb = np.where(okb, wb, 0.0) * phase[None, :]
         draws = (1 - wb) * draws + wb * np.where(okb, pl["draws"], 0.0)
     good = np.all(np.isfinite(draws), axis=1)
     fit_var = np.var(draws[good], axis=0, ddof=1) if good.sum() > 1 else np.zeros(m.at.size)
-    noise_var = m.noise_sd**2 * np.array([mean_variance(int(kk), m.rho) for kk in m.k])
+    noise_var = m.noise_sd**2 * np.array([_mean_variance(float(kk), m.rho) for kk in m.k])
     return Ensemble(
         at=m.at,
-        k=m.k,
+        k=np.maximum(np.round(m.k), 1).astype(int),
         mean=mean,
         point=point,
         sigmoid=m.sigmoid,
@@ -520,6 +577,7 @@ def combine(
     config: EnsembleConfig | None = None,
     n_resamples: int = N_RESAMPLES,
     seed: int | None = 0,
+    continuous: bool = False,
 ) -> Ensemble:
     """The combined forecast of the run's level at ``at`` (see the module docstring).
 
@@ -536,10 +594,19 @@ def combine(
         Perturbed copies of the window behind ``fit_var``.
     seed : int, optional
         Seed of the perturbations.
+    continuous : bool
+        For a band drawn over many ``at``, without steps: the level's window taken as
+        continuous (:func:`level_weights`), so nothing steps where the number of evaluations
+        averaged changes, and the power law weighted by the share of that window past the fit
+        window, so the combination does not step in at the window's end.
     """
     config = EnsembleConfig() if config is None else config
     return assemble(
-        members(fit, at, tails=(config.tail,), n_resamples=n_resamples, seed=seed), config
+        members(
+            fit, at, tails=(config.tail,), n_resamples=n_resamples, seed=seed,
+            continuous=continuous,
+        ),
+        config,
     )
 
 
@@ -575,5 +642,6 @@ __all__ = [
     "fit_tail_power_law",
     "level_grid",
     "level_mask",
+    "level_weights",
     "members",
 ]

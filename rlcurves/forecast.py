@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import pandas as pd
 from numpy.typing import ArrayLike
 
 from .errors import RLCurvesError
 from .predictive import Predictive
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .calibrate import Calibration
     from .result import SigmoidFit
 
@@ -135,6 +136,8 @@ class Forecast:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per forecast point: at, mean, lower, upper, prediction_lower/upper."""
+        import pandas as pd
+
         cols = ("at", "mean", "lower", "upper", "prediction_lower", "prediction_upper")
         return pd.DataFrame({c: np.atleast_1d(getattr(self, c)) for c in cols})
 
@@ -164,6 +167,7 @@ def forecast(
     seed: int | None = None,
     progress: bool = True,
     calibration: Calibration | None = None,
+    band: bool = False,
     **kwargs: Any,
 ) -> Forecast:
     """Forecast ``fit`` at compute ``at`` with calibrated intervals.
@@ -193,6 +197,12 @@ def forecast(
     calibration : Calibration, optional
         Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
         shipped calibration on the bundled real-run corpus (:func:`default_calibration`).
+    band : bool
+        A band to draw over many ``at`` (the calibrated bootstrap), without steps: the level's
+        window taken as continuous and the power law phased in over the first level window
+        past the fit window (``continuous`` in :func:`rlcurves.ensemble.combine`). It differs
+        from the forecast at a point alone by at most half such a step, and only within 1.1x
+        of the fit window's end for the phase-in; use the default for numbers you report.
     **kwargs
         Passed to the engine: :func:`rlcurves.bootstrap.bootstrap` (``n``, ``kind``, ``runs``,
         ...), :func:`rlcurves.profile.profile_prediction` or :func:`rlcurves.bayes.posterior`.
@@ -250,7 +260,9 @@ def forecast(
         notes.insert(
             0,
             f"UNBOUNDED: the fit has {fit.dof} residual degrees of freedom, too few to estimate "
-            f"the noise; fit at least {need} points (or fix R0 with r0=) for an interval",
+            f"the noise; fit at least {need} points"
+            + (" (or fix R0 with r0=)" if fit.r0_fixed is None else "")
+            + " for an interval",
         )
         return _unbounded(c, mean, rng, level, method, notes, {"dof": fit.dof}, out)
     cal_name, cal_n = "uncalibrated", 0
@@ -267,7 +279,9 @@ def forecast(
             from .ensemble import combine, info_dict
 
             # the model variance from as many resamples as the calibration's records had
-            ens = combine(fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed)
+            ens = combine(
+                fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed, continuous=band
+            )
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)

@@ -52,9 +52,10 @@ if TYPE_CHECKING:
 LEADER = "leader"
 STOP = "stop"
 FINISHED = "finished"
+ENDED = "ended"  # ended by its trainer short of the budget: its value there is a forecast
 FAILED = "failed"
 SILENT = "silent"
-ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, FAILED, SILENT)
+ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, ENDED, FAILED, SILENT)
 
 
 # ---- the race ---------------------------------------------------------------------------------
@@ -227,9 +228,18 @@ class RaceReport:
         """The race in a few lines: the table, then who to stop and why."""
         n = len(self.table)
         stopped = int((self.table["status"] == "stopped").sum())
+        lead = ""
+        if self.leader is not None:
+            row = self._row(self.leader)
+            if row["fraction"] < 1 - 1e-9:  # its value at the budget is not seen: say so
+                ended = ", where it ended" if row["advice"] == ENDED else ""
+                lead = (
+                    f" (its value at the budget a forecast from {row['fraction']:.0%} of it"
+                    f"{ended}: {_times(self.budget, row['compute'])} past its last evaluation)"
+                )
         lines = [
             f"[[Race]] {n} runs to the budget {format_compute(self.budget)}: {stopped} stopped, "
-            f"{self.fraction_saved:.0%} of the sweep's compute saved; leader: {self.leader}",
+            f"{self.fraction_saved:.0%} of the sweep's compute saved; leader: {self.leader}{lead}",
             f"    alpha spent on the stops: {self.spent:.3f} of {self.alpha:g}; risk now that the "
             f"stopped runs include one that ends more than {self.tolerance:g} above all runs "
             f"kept: {self.risk:.3f}",
@@ -1004,6 +1014,14 @@ class Race:
             )
         elif status == "stopped":
             advice, reason = STOP, e.reason
+        elif status == FINISHED and e.now < self.budget * (1 - 1e-9):
+            at = f"{e.now / self.budget:.0%} of the budget (C = {format_compute(e.now)})"
+            reason = (
+                f"ended at {at}: its value at the budget is a forecast, extrapolated "
+                f"{_times(self.budget, e.now)} past its last evaluation: "
+                f"{_fc_words(e, self.level)}"
+            )
+            advice = ENDED
         elif status == FINISHED:
             advice, reason = FINISHED, f"reached the budget; forecast {_fc_words(e, self.level)}"
         elif e.name == leader:
@@ -1030,6 +1048,11 @@ class Race:
             "p_best": pb,
             "reason": reason,
         }
+
+
+def _times(budget: float, now: float) -> str:
+    """How far past a run's last evaluation the budget lies, as a factor ("4.9x")."""
+    return f"{budget / now:.1f}x" if now > 0 else "from no compute"
 
 
 def _range(fit) -> tuple[float, float]:
@@ -1095,6 +1118,10 @@ def plot_race(
         if stopped:
             at = min(report.stop_compute.get(r, math.inf) for r in row["runs"])
             label = f"{name}: stopped at {at / report.budget:.0%}"
+        elif row["advice"] == ENDED:
+            label = f"{name}: ended at {row['fraction']:.0%} (forecast to the budget)"
+            if name == report.leader:
+                label += " (leader)"
         for j, (_, g) in enumerate(pts.groupby("run", sort=False)):
             kw = dict(color=color, alpha=0.45 if stopped else 0.8, label=label if j == 0 else None)
             if dense:
@@ -1143,4 +1170,4 @@ def plot_race(
     return fig
 
 
-__all__ = ["ADVICE", "Race", "RaceReport", "plot_race"]
+__all__ = ["ADVICE", "ENDED", "Race", "RaceReport", "plot_race"]

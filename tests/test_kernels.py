@@ -45,6 +45,11 @@ PROPERTY_SETTINGS = settings(max_examples=40)
 @example(make_curve(1.0, 12, 3.0, 0.5, 0.0, 5.0, 0.0, 0.0078125, 0))
 @example(make_curve(6.497953582808343, 12, 4.000209283926395, 0.3, 0.0, 4.000209283926395, 0.0,
                     0.001, 12))  # fmt: skip
+# issue 38: flat within the noise (signal 0.1): the compiled solver's RSS 0.29% below the reference
+@example(
+    make_curve(3.8138484134009394, 65, 3.4759132356982403, 0.5277944788163763,
+               0.21247400920098922, 4.84505326675299, -0.5, 0.013444006349738469, 18761)
+)  # fmt: skip
 def test_single_fit_matches_numpy_reference(curve):
     compute, reward, _, signal = curve
     x, w = log_compute(compute), np.ones(compute.size)
@@ -54,23 +59,27 @@ def test_single_fit_matches_numpy_reference(curve):
             warnings.simplefilter("ignore")
             expected = ref.solve_single(x, reward, w, r0, ref_b)
         got = S.solve_single(x, reward, w, r0, new_b)
-        # Where the data leave B or C_mid open, the infimum of the RSS may lie at a step
-        # (B -> inf between two points) and is approached, not attained: the two solvers stop at
-        # different points of that asymptote (issue 38: a step at the first of 12 points, R0
-        # fixed, RSS 3.6e-9 apart). The contract there is the global property test's (within
-        # 1e-7 of the RSS of any other fit: test_exact_fit_is_global); elsewhere, the same
-        # optimum to 1e-9.
-        identified = determined(x, reward, expected, r0)
-        assert rel(got.rss[0], expected.rss[0]) <= (1e-9 if identified else 1e-7), (r0, got)
-        if signal < 10 or got.at_theta_bound[0] or expected.at_theta_bound[0] or not identified:
-            # an unidentified curve (a rise of under 10 noise sd inside the data, a step between
-            # two points, or the first point alone below a plateau): the RSS is flat along B or
-            # C_mid, and where along it either solver stops, and so its "converged" verdict,
-            # depends on the rounding of the fastmath grid on the CPU at hand (seen on this
-            # project's dev machine, not in CI: a 15-point step curve at signal 6.5, a flat
-            # 12-point one at 6.3; issue 38: the reference crawling to its iteration limit on
-            # a 12-point curve whose rise sits between its first two points). Equal RSS is the
-            # contract there.
+        # Where the data leave B or C_mid open, the RSS surface is a flat valley or runs off to a
+        # step (B -> inf between two points) whose infimum is approached, not attained, and on
+        # a rise within the noise it has a local minimum for every step fitted into the noise:
+        # the two solvers may stop at different points (issue 38: a step at the first of 12
+        # points, R0 fixed, RSS 3.6e-9 apart; a flat 65-point curve where the compiled solver
+        # found an RSS 0.27% below the reference's). There the compiled solver must be no
+        # worse than the reference, to the global property test's 1e-7
+        # (test_exact_fit_is_global; in 1,120 such fits drawn as here it never was, and was
+        # better once). Where they are determined: the same optimum to 1e-9.
+        if determined(x, reward, expected, r0):
+            assert rel(got.rss[0], expected.rss[0]) <= 1e-9, (r0, got, expected)
+        else:
+            assert got.rss[0] <= expected.rss[0] * (1 + 1e-7), (r0, got, expected)
+            continue
+        if signal < 10 or got.at_theta_bound[0] or expected.at_theta_bound[0]:
+            # a nearly unidentified curve (a rise of under 10 noise sd inside the data, or a
+            # step between two points): the RSS is flat along B or C_mid, and where along it
+            # either solver stops, and so its "converged" verdict, depends on the rounding of
+            # the fastmath grid on the CPU at hand (seen on this project's dev machine, not in
+            # CI: a 15-point step curve at signal 6.5, a flat 12-point one at 6.3, equal RSS
+            # both). Equal RSS is the contract there.
             continue
         assert got.converged[0] == expected.converged[0]
 
