@@ -39,7 +39,7 @@ Reported per family and pooled, at each fraction: runs, how many the 90% interva
 refusal, a prefix that cannot be fitted or an interval not given, counts as a miss and is
 reported), the Wilson 90% interval of the coverage, misses below and above, the median width;
 and the same runs' median width with the method before this study (its leave-one-family-out run
-at commit 8bebcf9, ``results/calibration_corpus_before41.json``). Also, with the shipped
+at commit 0219c42, ``results/calibration_corpus_before41.json``). Also, with the shipped
 calibration: the regimes in which an interval once was too narrow (simulated runs with 1,000 and
 20,000 prompts and EMA-smoothed; the real runs smoothed and with fresh noise), and the time of
 one forecast.
