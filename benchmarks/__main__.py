@@ -18,6 +18,7 @@ SUITES = [
     "calibration",
     "compare_calibration",
     "first_fit",
+    "import_time",
     "bench_pipeline",
 ]
 

@@ -7,6 +7,7 @@ run, and the exit messages. The loop itself is :func:`recipe.train.run`.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,10 +116,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     except VersionError as err:
         raise SystemExit(f"unsupported version: {err}") from None
     except GeneratorFailed as err:
-        raise SystemExit(
+        message = (
             f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "
             "fix the cause and continue with --resume"
-        ) from None
+        )
+        if err.fatal:
+            end_now(message)
+        raise SystemExit(message) from None
+
+
+def end_now(message: str) -> None:
+    """End the process after a push that failed midway, with exit status 1: threads (and, with
+    torchrun, the other ranks) may sit in the weight round's collective, and the interpreter's
+    exit would wait for them forever; torchrun stops the other ranks once this one is gone."""
+    import logging
+    import os
+
+    print(message, file=sys.stderr)
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(1)
 
 
 if __name__ == "__main__":

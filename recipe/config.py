@@ -135,7 +135,8 @@ class Config:
     weight_transfer: str = _f(
         "rpc",
         "vLLM weight push: rpc (bytes through collective_rpc; CPU or one GPU) | nccl (vLLM's "
-        "native NCCL transfer; engine on its own GPU)",
+        "native NCCL transfer, one group for every engine; engines on GPUs of their own; every "
+        "mode)",
     )
     generators: int = _f(
         1,
@@ -160,7 +161,8 @@ class Config:
     dist_timeout: int = _f(
         1800,
         "seconds a torchrun rank waits in a collective before the job fails (a dead or hung "
-        "rank); must exceed rank 0's longest solo stretch: generation + evaluation",
+        "rank); must exceed rank 0's longest solo stretch: generation + evaluation. Also bounds "
+        "an nccl weight round (vLLM's NCCL communicator has no timeout of its own)",
     )
     # 1, not 2: on a 2-core machine shared with other work, two OpenMP threads spin-wait on
     # each other (measured: warm-up step 0.15 s with 1 thread, 0.95 s with 2, under load)
@@ -286,10 +288,10 @@ def validate(cfg: Config) -> Config:
             "config key 'gpu_memory_utilization' must be in (0, 1] or null, got "
             f"{cfg.gpu_memory_utilization!r}"
         )
-    if cfg.weight_transfer == "nccl" and (cfg.generator, cfg.mode) != ("vllm", "pipeline"):
+    if cfg.weight_transfer == "nccl" and cfg.generator != "vllm":
         raise ConfigError(
-            "config key 'weight_transfer' = 'nccl' needs generator=vllm and mode=pipeline (the "
-            "async engine on its own GPU); use rpc otherwise"
+            "config key 'weight_transfer' = 'nccl' needs generator=vllm (vLLM engines on GPUs "
+            "of their own); the torch sampler takes its weights in memory: use rpc"
         )
     if cfg.generators > 1 and cfg.generator != "vllm":
         raise ConfigError(

@@ -151,15 +151,37 @@ def precision_policies(bf16: bool, fp32_head: bool):
     return layers, fp32 if fp32_head else layers
 
 
-def shard(model: torch.nn.Module, ranks: Ranks, *, bf16: bool, fp32_head: bool):
+def shard(
+    model: torch.nn.Module,
+    ranks: Ranks,
+    *,
+    bf16: bool,
+    fp32_head: bool,
+    device: torch.device | str = "cpu",
+):
     """FSDP2 ``fully_shard`` per decoder layer, then the root; in place, returns ``model``.
 
     ``bf16`` (GPU): see :func:`precision_policies`. On CPU the policy is plain FP32, which is
-    what makes the 1-rank / 2-rank comparison exact to rounding.
+    what makes the 1-rank / 2-rank comparison exact to rounding. Only rank 0 holds the weights
+    (the other ranks' models are on the meta device: :func:`recipe.run.setup`): after sharding,
+    the others allocate their shards on ``device`` and every rank takes its shard of rank 0's
+    weights (``set_model_state_dict(..., broadcast_from_rank0=True)``), then rank 0's buffers
+    (rotary frequencies, which no state dict holds); no rank but 0 ever holds the full model.
     """
     if not ranks.active:
         return model
-    return fully_shard_model(model, *precision_policies(bf16, fp32_head))
+    full = model.state_dict() if ranks.main else {}  # rank 0's loaded weights, unsharded
+    fully_shard_model(model, *precision_policies(bf16, fp32_head))
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+
+    if not ranks.main:
+        model.to_empty(device=device)
+    options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+    set_model_state_dict(model, full, options=options)
+    del full
+    for buffer in model.buffers():
+        dist.broadcast(buffer, src=0)
+    return model
 
 
 def fully_shard_model(model: torch.nn.Module, layer_policy, root_policy) -> torch.nn.Module:
@@ -274,16 +296,29 @@ def local_value(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if hasattr(t, "full_tensor") else t
 
 
-def model_weights(model: torch.nn.Module, ranks: Ranks) -> Weights:
+def model_weights(
+    model: torch.nn.Module, ranks: Ranks, dtype: torch.dtype | None = None
+) -> Weights:
     """The policy's full weights for a push, one parameter at a time (recipe/weights.py).
 
     One process: the model's own tensors (no copy). Several ranks: a collective. Every rank
-    calls this at the same point and reads the result there (rank 0's generator consumes it,
-    the other ranks :meth:`~recipe.weights.Weights.drain` it): each item is one parameter
-    gathered from its shards with ``full_tensor()`` on the trainer's device, dropped before the
-    next, so no rank holds more than one full parameter; only rank 0's stream yields them.
-    Finiteness comes from the shards (one all-reduce), so a NaN is refused before anything is
-    sent.
+    calls this at the same point and reads the result there (rank 0's consumer, through
+    :func:`hand_over`; the other ranks :meth:`~recipe.weights.Weights.drain` it): each item is
+    one parameter gathered from its shards with ``full_tensor()`` on the trainer's device,
+    dropped before the next, so no rank holds more than one full parameter; only rank 0's
+    stream yields them.
+
+    - ``dtype`` (the engines' weight dtype, e.g. bf16): each shard is cast to it before the
+      gather, which halves the gather's traffic and its peak for FP32 master weights.
+    - A tied parameter (``lm_head.weight`` sharing the embedding) is gathered once: its name
+      follows the original's in the stream with the same gathered tensor (a consumer whose
+      engine drops it skips it).
+    - Before the first gather rank 0 broadcasts go or refuse (:meth:`~recipe.weights.Weights.
+      cancel`): a push its consumer refused (a bad shape, a NaN) ends every rank's drain with
+      :class:`~recipe.pipeline.GeneratorFailed` instead of a wait in a gather that rank 0
+      never joins.
+    - Finiteness comes from the shards (one all-reduce), so a NaN is refused before anything
+      is sent.
     """
     state = model.state_dict()  # sharded DTensors under FSDP2: nothing is gathered here
     if not ranks.active:
@@ -295,14 +330,82 @@ def model_weights(model: torch.nn.Module, ranks: Ranks) -> Weights:
 
     bad = sum(not bool(torch.isfinite(local(t)).all()) for t in state.values())
     (n_bad,) = all_sum([float(bad)], ranks)
+    # each tied duplicate right after the parameter it shares (the same Parameter object)
+    shared: dict[int, str] = {}
+    tied: dict[str, str] = {}  # duplicate name -> the name it shares
+    for name, param in model.named_parameters(remove_duplicate=False):
+        tied[name] = shared.setdefault(id(param), name)
+    ties: dict[str, list[str]] = {}
+    for name in state:
+        original = tied.get(name, name)
+        if original != name and original in state:
+            ties.setdefault(original, []).append(name)
+        else:
+            ties.setdefault(name, [])
+    order = [n for name in ties for n in (name, *ties[name])]
+
+    def go(flag: bool | None) -> bool:
+        """Rank 0's go (True) or refusal (False), on every rank."""
+        return bool(broadcast(flag, ranks))
 
     def items():
-        for name, value in state.items():
+        if not go(True if ranks.main else None):
+            raise refused()
+        for name, dups in ties.items():
+            value = state[name]
+            if dtype is not None and value.is_floating_point():
+                value = value.to(dtype)  # the shard: the gather then moves engine-dtype bytes
             full = value.full_tensor() if isinstance(value, DTensor) else value
             if ranks.main:
-                yield name, full
+                for n in (name, *dups):
+                    yield n, full
+            del full
 
-    return Weights({k: v.shape for k, v in state.items()}, items, finite=n_bad == 0, once=True)
+    def refuse():
+        if ranks.main:
+            go(False)
+
+    return Weights(
+        {k: state[k].shape for k in order}, items, finite=n_bad == 0, once=True, cancel=refuse
+    )
+
+
+def refused() -> Exception:
+    from recipe.pipeline import GeneratorFailed
+
+    return GeneratorFailed(
+        "rank 0 refused the weight push before sending anything (its error is in rank 0's "
+        "output); every rank stops"
+    )
+
+
+def hand_over(weights: Weights, consume: Callable[[Weights], None] | None, ranks: Ranks) -> None:
+    """A push on every rank: rank 0's ``consume(weights)`` (None: nobody reads it), the other
+    ranks joining its gathers.
+
+    Rank 0's consumer refusing the push before reading it (checks fail) reaches every rank as
+    :class:`~recipe.pipeline.GeneratorFailed`. A consumer that fails after the stream started
+    leaves the other ranks inside a gather that rank 0 will not join: the error raised then is
+    marked ``fatal`` and the process must end (recipe/cli.py), which makes torchrun stop the
+    others.
+    """
+    if consume is not None:
+        try:
+            consume(weights)
+        except BaseException as err:
+            if ranks.active and weights.started and not weights.finished:
+                from recipe.pipeline import GeneratorFailed
+
+                if not isinstance(err, GeneratorFailed):
+                    raise GeneratorFailed(
+                        f"the weight push failed midway ({err!r}); the other ranks wait in a "
+                        "gather", fatal=True,
+                    ) from err  # fmt: skip
+                err.fatal = True
+                raise
+            weights.cancel()
+            raise
+    weights.drain()
 
 
 def full_state_dict(model: torch.nn.Module, ranks: Ranks) -> dict:
@@ -345,10 +448,12 @@ class RankRollouts:
         return broadcast(batch, self.ranks)
 
     def push(self, weights: Weights, version: int) -> None:
-        """Rank 0's generator reads the stream; every other rank joins its gathers."""
+        """Rank 0's generator reads the stream; every other rank joins its gathers
+        (:func:`hand_over`)."""
+        consume = None
         if self.inner is not None:
-            self.inner.push(weights, version=version)
-        weights.drain()
+            consume = functools.partial(self.inner.push, version=version)
+        hand_over(weights, consume, self.ranks)
 
     def __getattr__(self, name):  # hold / release / sync / close: rank 0's, no-ops elsewhere
         if name.startswith("_") or name in ("inner", "ranks", "takes_weights"):

@@ -220,7 +220,7 @@ class MultiEngineGenerator:
                 else:
                     errors = []
             elif all(hasattr(e, "push_packed") for e in self.engines):
-                packed = pack_state_dict(weights, first.dtype)
+                packed = pack_state_dict(weights, first.dtype, first.omittable)
                 errors = self._push_all(lambda e: e.push_packed(packed, version))
             else:
                 once = Weights.of(weights.state_dict()) if weights.once else weights
@@ -363,11 +363,12 @@ def start_engines(
     *,
     weight_transfer: str = "rpc",
     trainer_device: torch.device | str = "cuda",
+    timeout: float = 1800.0,
 ) -> MultiEngineGenerator:
     """``generators`` engines from ``make(i)``, engine ``i`` on ``devices[i]`` (see
     :func:`on_device`); a failed start closes the engines already started. With
     ``weight_transfer="nccl"`` the trainer and every engine's workers then join one weight group
-    (recipe/weight_broadcast.py)."""
+    (recipe/weight_broadcast.py), whose rounds give up after ``timeout`` seconds."""
     engines: list[Any] = []
     try:
         for i in range(generators):
@@ -377,7 +378,9 @@ def start_engines(
         if weight_transfer == "nccl":
             from recipe.weight_broadcast import WeightBroadcast
 
-            broadcast = WeightBroadcast(engines, dtype=engines[0].dtype, device=trainer_device)
+            broadcast = WeightBroadcast(
+                engines, dtype=engines[0].dtype, device=trainer_device, timeout=timeout
+            )
             for e in engines:
                 e.broadcast = broadcast
     except BaseException:

@@ -46,7 +46,7 @@ import asyncio
 import itertools
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,16 +77,21 @@ class GeneratorBrokenError(RuntimeError):
 
 
 def pack_state_dict(
-    state_dict: Weights | Mapping[str, torch.Tensor], dtype: torch.dtype
+    state_dict: Weights | Mapping[str, torch.Tensor],
+    dtype: torch.dtype,
+    skip: Collection[str] = (),
 ) -> list[PackedTensor]:
     """Serialize tensors as ``(name, dtype, shape, raw bytes)``, cast to the engine's dtype.
 
     Plain tuples of bytes survive vLLM's RPC serialization; tensors do not. One pass over the
     weights (a sharded stream is gathered tensor by tensor); the result is the one packed copy
-    that every engine of a push receives.
+    that every engine of a push receives. ``skip``: names the engine's loader drops (a tied
+    ``lm_head.weight``), left out.
     """
     packed = []
     for name, tensor in as_weights(state_dict).items():
+        if name in skip:
+            continue
         t = tensor.detach().to("cpu", dtype).contiguous()
         raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
         packed.append((name, str(t.dtype).removeprefix("torch."), tuple(t.shape), raw))
@@ -187,6 +192,33 @@ def check_version(new: int, current: int) -> None:
         raise WeightPushError(
             f"weight push refused: version {new!r} must be an int >= the current version {current}"
         )
+
+
+def group_workers(weight_transfer: str, engine_overrides: dict[str, Any]) -> int:
+    """The workers an engine brings to the one weight group (``nccl``; 1 for ``rpc``, which
+    has no group): tensor x pipeline x data parallel. Sets vLLM's ``weight_transfer_config``
+    in ``engine_overrides`` for ``nccl``."""
+    if weight_transfer not in ("rpc", "nccl"):
+        raise ValueError(f"weight_transfer must be rpc or nccl, got {weight_transfer!r}")
+    workers = 1
+    if weight_transfer == "nccl":
+        engine_overrides.setdefault("weight_transfer_config", {"backend": "nccl"})
+        for size in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            workers *= int(engine_overrides.get(size, 1))
+    return workers
+
+
+def push_to_group(engine, state_dict: Weights | Mapping[str, torch.Tensor], version: int) -> None:
+    """An ``nccl`` engine's push through its weight group (a group of one engine when it is
+    used alone: the first push joins it). The checks are the caller's."""
+    from recipe.weight_broadcast import WeightBroadcast
+
+    if engine.broadcast is None:
+        engine.broadcast = WeightBroadcast([engine], dtype=engine.dtype)
+    try:
+        engine.broadcast.push(as_weights(state_dict), version)
+    except Exception as err:
+        raise WeightPushError(f"weight broadcast to the vLLM workers failed: {err}") from err
 
 
 def engine_kwargs(
@@ -302,6 +334,12 @@ class VLLMGenerator:
         Longest prompt + completion; default from the model config.
     kv_cache_bytes : int, optional
         KV cache size; default 512 MiB on CPU, vLLM's default on GPU.
+    weight_transfer : str
+        ``rpc``: pushes are bytes through ``collective_rpc`` (:class:`WeightSyncExtension`);
+        ``nccl``: the workers join the trainer's one weight group
+        (recipe/weight_broadcast.py), driven through ``collective_rpc`` of the workers' own
+        weight-transfer methods (``init_weight_transfer_engine``, ``start_weight_update``,
+        ``update_weights``, ``finish_weight_update``).
     **engine_overrides
         Passed to the vLLM engine (e.g. ``tensor_parallel_size``, ``gpu_memory_utilization``).
     """
@@ -317,11 +355,14 @@ class VLLMGenerator:
         max_model_len: int | None = None,
         kv_cache_bytes: int | None = None,
         stop_token_ids: Sequence[int] = (),
+        weight_transfer: str = "rpc",
         **engine_overrides: Any,
     ) -> None:
         from vllm import LLM
 
         self.stop_token_ids = list(stop_token_ids)
+        self.weight_transfer, self.broadcast = weight_transfer, None
+        self.weight_workers = group_workers(weight_transfer, engine_overrides)
         self.shapes, self.omittable = hf_parameter_shapes(model_dir)
         self.dtype = DTYPES[dtype] if dtype in DTYPES else dtype
         self.version = version
@@ -393,7 +434,10 @@ class VLLMGenerator:
         self._check_usable()
         check_version(version, self.version)
         check_state_dict(state_dict, self.shapes, self.omittable)
-        self.push_packed(pack_state_dict(state_dict, self.dtype), version)
+        if self.weight_transfer == "nccl":
+            push_to_group(self, state_dict, version)
+            return
+        self.push_packed(pack_state_dict(state_dict, self.dtype, self.omittable), version)
 
     def push_packed(self, packed: list[PackedTensor], version: int) -> None:
         """Load weights already checked and packed (:func:`pack_state_dict`): what
@@ -412,8 +456,44 @@ class VLLMGenerator:
         self.llm.llm_engine.set_weight_version(str(version))
         self.version = version
 
+    # ------------------------------------------- the engine's end of the one-group broadcast
+    # (recipe/weight_broadcast.py drives these; each blocks until every worker has done it)
+
+    def init_weight_transfer(self, init_info: dict[str, Any]) -> None:
+        """Join the weight group (the workers' ``init_weight_transfer_engine``; blocks until
+        every member has joined)."""
+        self.llm.collective_rpc("init_weight_transfer_engine", kwargs={"init_info": init_info})
+
+    def start_weight_update(self) -> None:
+        self.llm.collective_rpc("start_weight_update")
+
+    def update_weights(self, update_info) -> None:
+        """Receive one push (the workers take part in the trainer's broadcasts)."""
+        self.llm.collective_rpc("update_weights", kwargs={"update_info": update_info})
+
+    def finish_weight_update(self) -> None:
+        self.llm.collective_rpc("finish_weight_update")
+
+    def pause(self) -> int:
+        """Nothing runs between ``generate`` calls: no request is in flight."""
+        self._check_usable()
+        return 0
+
+    def fail(self, err: BaseException) -> None:
+        """A push failed midway: refuse all further use."""
+        self.broken = err
+
+    def resume(self, version: int, *, start: float, load_seconds: float, in_flight: int) -> None:
+        """After a push: the prefix cache is reset and the version set."""
+        self.llm.reset_prefix_cache()
+        self.llm.llm_engine.set_weight_version(str(version))
+        self.version = version
+
     def close(self) -> None:
         """Shut the engine processes down."""
+        broadcast, self.broadcast = getattr(self, "broadcast", None), None
+        if broadcast is not None and broadcast.engines == [self]:  # its own group of one
+            broadcast.close()
         llm = getattr(self, "llm", None)
         if llm is not None:
             llm.llm_engine.engine_core.shutdown()
@@ -458,19 +538,13 @@ class AsyncVLLMGenerator:
         weight_transfer: str = "rpc",
         **engine_overrides: Any,
     ) -> None:
-        if weight_transfer not in ("rpc", "nccl"):
-            raise ValueError(f"weight_transfer must be rpc or nccl, got {weight_transfer!r}")
         self.stop_token_ids = list(stop_token_ids)
         self.weight_transfer = weight_transfer
         # weight_transfer="nccl": the one-group broadcast (recipe/weight_broadcast.py), joined by
         # recipe.engines.start_engines for all engines at once, or by the first push of an
         # engine used alone
         self.broadcast: Any = None
-        self.weight_workers = 1
-        if weight_transfer == "nccl":
-            engine_overrides.setdefault("weight_transfer_config", {"backend": "nccl"})
-            for size in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-                self.weight_workers *= int(engine_overrides.get(size, 1))
+        self.weight_workers = group_workers(weight_transfer, engine_overrides)
         self.shapes, self.omittable = hf_parameter_shapes(model_dir)
         self.dtype = DTYPES[dtype] if dtype in DTYPES else dtype
         self.version = version
@@ -576,18 +650,9 @@ class AsyncVLLMGenerator:
         check_version(version, self.version)
         check_state_dict(state_dict, self.shapes, self.omittable)
         if self.weight_transfer == "nccl":
-            if self.broadcast is None:  # an engine used alone: a group of one engine
-                from recipe.weight_broadcast import WeightBroadcast
-
-                self.broadcast = WeightBroadcast([self], dtype=self.dtype)
-            try:
-                self.broadcast.push(as_weights(state_dict), version)
-            except Exception as err:
-                raise WeightPushError(f"weight broadcast to the vLLM workers failed: {err}") from (
-                    err
-                )
+            push_to_group(self, state_dict, version)
             return
-        self.push_packed(pack_state_dict(state_dict, self.dtype), version)
+        self.push_packed(pack_state_dict(state_dict, self.dtype, self.omittable), version)
 
     def push_packed(self, packed: list[PackedTensor], version: int) -> None:
         """Load weights already checked and packed (:func:`pack_state_dict`) through the

@@ -116,14 +116,24 @@ def save_policy(model: PreTrainedModel, tokenizer, out: str | Path, state_dict=N
     return out
 
 
-def load_policy(path: str | Path, device: str | torch.device = "cpu"):
+def load_policy(path: str | Path, device: str | torch.device = "cpu", *, weights: bool = True):
     """Load a Hugging Face causal-LM folder (ours or a real checkpoint) and its tokenizer.
 
     The weights are FP32 (the trainer's master weights; the compute dtype is an autocast setting,
     see :mod:`recipe.forward`) on ``device``. A tokenizer without a pad token (Llama-3) gets its
     EOS token as pad: padding is masked out everywhere, so only its id must exist.
+    ``weights=False``: the model is built from ``config.json`` on the meta device, nothing read
+    or allocated (a torchrun rank other than 0: :func:`recipe.distributed.shard` fills its
+    shards from rank 0's weights).
     """
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    if weights:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).to(device)
+    else:
+        from transformers import AutoConfig
+
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
+        model = model.to(torch.float32)
     tok_cfg = Path(path) / "tokenizer_config.json"
     declared = json.loads(tok_cfg.read_text()).get("tokenizer_class") if tok_cfg.exists() else None
     # transformers 5's AutoTokenizer rebuilds a tokenizer from the model type (Qwen2 -> its BPE

@@ -5,7 +5,8 @@ the new weights after each update (:meth:`push`). Three sources, one interface:
 
 - ``sync`` = :class:`OffPolicyRollouts` with k = 1: generate a batch, train on it, push.
 - ``ppo-off-policy`` = :class:`OffPolicyRollouts` with k = ``max_lag``: k batches are generated
-  with frozen weights, then the trainer takes k updates on them (lag 0, 1, ..., k-1), then the
+  with frozen weights in one ``generate`` call (k x ``prompts_per_step`` prompts, split into the
+  k batches after), then the trainer takes k updates on them (lag 0, 1, ..., k-1), then the
   weights are pushed once. Generator and trainer take turns, so each idles while the other works.
 - ``pipeline`` = :class:`PipelineRollouts` (PipelineRL-k): a producer thread keeps generating
   while the trainer trains; batches travel through a queue; the trainer pushes every new version
@@ -63,7 +64,30 @@ from recipe.weights import Weights, as_weights
 
 
 class GeneratorFailed(RuntimeError):
-    """The rollout producer stopped with an error; the run cannot continue on these weights."""
+    """The rollout producer stopped with an error; the run cannot continue on these weights.
+
+    ``fatal``: threads or other ranks may be stuck in a collective the failure left unfinished
+    (a weight round that died midway), so the process must end instead of waiting for them at
+    exit (recipe/cli.py ends it).
+    """
+
+    def __init__(self, message: str, *, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.fatal = fatal
+
+
+def is_fatal(err: BaseException) -> bool:
+    """Whether ``err`` or an error behind it left a collective unfinished (see
+    :class:`GeneratorFailed`)."""
+    from recipe.weight_broadcast import BroadcastFailed
+
+    seen = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, BroadcastFailed) or getattr(err, "fatal", False):
+            return True
+        err = err.__cause__ or err.__context__
+    return False
 
 
 @dataclass
@@ -158,8 +182,8 @@ def push(generator, weights: Weights | Mapping[str, torch.Tensor], version: int)
     except Exception as err:
         raise GeneratorFailed(
             f"weight push of policy version {version} failed: {err!r}; the generator does not "
-            "hold the new weights, so the run stops"
-        ) from err
+            "hold the new weights, so the run stops", fatal=is_fatal(err),
+        ) from err  # fmt: skip
 
 
 class WeightBuffer:
@@ -184,7 +208,8 @@ class WeightBuffer:
 
 
 class OffPolicyRollouts:
-    """Sync (k = 1) and PPO-off-policy-k: k batches with frozen weights, then k updates.
+    """Sync (k = 1) and PPO-off-policy-k: k batches with frozen weights, generated in one call,
+    then k updates.
 
     Parameters
     ----------
@@ -209,22 +234,37 @@ class OffPolicyRollouts:
         self.trainer_wait = 0.0
 
     def next_batch(self, step: int) -> Batch:
+        """The batch for ``step``; at a round's first step the whole round is generated.
+
+        The round's index sets are drawn first (one per step, as the steps would draw them),
+        then one ``generate`` call samples all of their prompts together and the result is
+        split back into batches: the engine decodes the k batches as one batch of
+        k x ``prompts_per_step`` groups (one wait for the slowest sequence per round, not one
+        per batch). The torch sampler holds that whole call's sequences at once.
+        """
         if not self.buffer:
             start = time.perf_counter()
             # a round is k steps long, aligned to step 1 (also after --resume mid-round)
             rounds = min(self.k - (step - 1) % self.k, self.cfg.steps - step + 1)
             self.generator_idle.busy()
             try:
-                for _ in range(rounds):
-                    idx = self.pool.next_batch(self.cfg.prompts_per_step)
-                    groups = self.generator.generate(
-                        [self.prompt_ids[i] for i in idx], self.cfg.generations,
-                        max_new_tokens=self.cfg.max_new_tokens, temperature=self.cfg.temperature,
-                    )  # fmt: skip
-                    self.buffer.append(Batch(idx, groups))
+                draws = [self.pool.next_batch(self.cfg.prompts_per_step) for _ in range(rounds)]
+                groups = self.generator.generate(
+                    [self.prompt_ids[i] for idx in draws for i in idx], self.cfg.generations,
+                    max_new_tokens=self.cfg.max_new_tokens, temperature=self.cfg.temperature,
+                )  # fmt: skip
+                at = 0
+                for idx in draws:
+                    self.buffer.append(Batch(idx, groups[at : at + len(idx)]))
+                    at += len(idx)
+                if at != len(groups):
+                    raise RuntimeError(
+                        f"the generator returned {len(groups)} prompt groups for {at} prompts"
+                    )
             except GeneratorFailed:
                 raise
             except Exception as err:
+                self.buffer.clear()
                 raise GeneratorFailed(f"generator failed: {err!r}") from err
             finally:
                 self.generator_idle.idle()

@@ -57,8 +57,10 @@ class Setup:
 def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE) -> Setup:
     """Task, model (warmed up in ``out/init`` when no ``init`` is given), tokenizer, prompt ids.
 
-    With several ranks, rank 0 warms up and the others wait; the model is not sharded yet (the
-    generators copy it first: :func:`make_generators`, then :func:`shard`).
+    With several ranks, rank 0 warms up and the others wait; only rank 0 loads the weights (the
+    others build the model on the meta device), and the model is not sharded yet (rank 0's
+    generators copy it first: :func:`make_generators`, then :func:`shard` fills every rank's
+    shards from rank 0's weights).
     """
     device = distributed.rank_device(resolve_device(cfg.device), ranks)
     task = load_task(cfg)
@@ -79,7 +81,7 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
             max_positions=max(64, longest + 1 + cfg.max_new_tokens),
         )  # fmt: skip
     distributed.barrier(ranks)
-    model, tokenizer = load_policy(init, device)
+    model, tokenizer = load_policy(init, device, weights=ranks.main or not ranks.active)
     if cfg.gradient_checkpointing:
         no_reentrant = {"use_reentrant": False}
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.2x
@@ -100,7 +102,7 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
 def shard(cfg: Config, s: Setup) -> None:
     """FSDP2 over the ranks (no-op with one process); before the optimizer is built."""
     bf16 = s.device.type == "cuda" and cfg.dtype == "bfloat16"
-    distributed.shard(s.model, s.ranks, bf16=bf16, fp32_head=cfg.fp32_head)
+    distributed.shard(s.model, s.ranks, bf16=bf16, fp32_head=cfg.fp32_head, device=s.device)
 
 
 def trainer_gpus(ranks: distributed.Ranks) -> int:
@@ -296,7 +298,6 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
         from recipe.generate_vllm import AsyncVLLMGenerator, VLLMGenerator
 
         engine = AsyncVLLMGenerator if cfg.mode == "pipeline" else VLLMGenerator
-        extra = {"weight_transfer": cfg.weight_transfer} if cfg.mode == "pipeline" else {}
         layout = engine_layout(cfg, s.device, s.ranks)  # None: the trainer's devices
 
         def make(i: int):
@@ -305,7 +306,8 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
             return engine(
                 s.init, fp32_head=cfg.fp32_head, dtype=cfg.dtype, seed=cfg.seed + 1 + 1000 * i,
                 max_model_len=max_model_len, stop_token_ids=s.stop_ids,
-                **extra, **vllm_overrides(cfg, s.device, shares_trainer_gpu=shared),
+                weight_transfer=cfg.weight_transfer,
+                **vllm_overrides(cfg, s.device, shares_trainer_gpu=shared),
             )  # fmt: skip
 
         if cfg.generators == 1 and cfg.weight_transfer == "rpc":
@@ -315,7 +317,7 @@ def make_generators(cfg: Config, s: Setup, max_model_len: int):
             # weight group of the trainer and all engines' workers with nccl)
             generator = start_engines(
                 make, cfg.generators, layout, weight_transfer=cfg.weight_transfer,
-                trainer_device=s.device,
+                trainer_device=s.device, timeout=cfg.dist_timeout,
             )  # fmt: skip
         evaluator = generator
     generator = with_length_control(cfg, generator, s.tokenizer, cfg.seed + 3)

@@ -376,6 +376,14 @@ def train_step(cfg: Config, s, batch: Batch, optimizer, pool, step: int) -> dict
     return row
 
 
+def push_dtype(cfg: Config) -> torch.dtype | None:
+    """The dtype a push reaches the generator in, which a sharded push gathers in: the vLLM
+    engines' weight dtype; None (the FP32 master weights) for the torch sampler."""
+    from recipe.forward import DTYPES
+
+    return DTYPES[cfg.dtype] if cfg.generator == "vllm" else None
+
+
 def evaluate(cfg: Config, evaluator, s, step: int) -> tuple[float, dict[str, float]]:
     """mean@n pass rate on the held-out set, with sampling reseeded from (seed, step), and the
     same per class of the task's ``prompt_class`` (``{}`` when the task has no classes)."""
@@ -410,10 +418,9 @@ def eval_row(cfg: Config, s, evaluator, step: int, *, holds_weights: bool, count
     the trainer's model, so only its version changes). ``counts``: the accounting columns.
     """
     if not holds_weights:
-        weights = distributed.model_weights(s.model, s.ranks)
-        if evaluator is not None:
-            push(evaluator, weights, version=step)
-        weights.drain()
+        weights = distributed.model_weights(s.model, s.ranks, push_dtype(cfg))
+        consume = None if evaluator is None else (lambda w: push(evaluator, w, version=step))
+        distributed.hand_over(weights, consume, s.ranks)
     if not s.ranks.main:
         return {}
     rate, by_class = evaluate(cfg, evaluator, s, step)
@@ -511,10 +518,10 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
         bill = Bill(layout.held, previous_bill(log_path, state) if ranks.main else 0.0)
         if state is not None:
             pool.load_state_dict(state["pool"])
-            weights = distributed.model_weights(s.model, ranks)  # all ranks take part
-            if generator is not None:
-                generator.push_weights(weights, version=state["step"])
-            weights.drain()
+            weights = distributed.model_weights(s.model, ranks, push_dtype(cfg))  # all ranks
+            consume = None if generator is None else (
+                lambda w: push(generator, w, version=state["step"]))  # fmt: skip
+            distributed.hand_over(weights, consume, ranks)
             if rng is not None and state["sampler_rng"] is not None:
                 rng.set_state(state["sampler_rng"].cpu())
         if ranks.main:  # rank 0's log only (truncated to the checkpoint on --resume)
@@ -547,7 +554,8 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
             # 4. the new weights to the generator, on steps whose weights it uses (several
             # ranks: each parameter gathered as it is sent); a failed push raises: stop
             if rollouts.takes_weights(step):
-                rollouts.push(distributed.model_weights(s.model, ranks), version=step)
+                weights = distributed.model_weights(s.model, ranks, push_dtype(cfg))
+                rollouts.push(weights, version=step)
             elapsed = time.perf_counter() - t0
             progress.add(step, elapsed, row, s.parameters)
             log.write({

@@ -40,7 +40,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
@@ -68,20 +68,32 @@ class ParamMeta:
 
 
 class PushSource:
-    """vLLM's ``WeightSource`` (``metadata()`` and iteration) over the push in progress."""
+    """vLLM 0.32's ``WeightSource`` (``metadata()`` and iteration) over the push in progress.
 
-    def __init__(self, dtype: torch.dtype, device: torch.device | str) -> None:
+    ``skip``: names the engines' loader drops (a tied ``lm_head.weight``: the engines' model
+    reads the embedding), neither announced nor sent.
+    """
+
+    def __init__(
+        self, dtype: torch.dtype, device: torch.device | str, skip: Iterable[str] = ()
+    ) -> None:
         self.dtype, self.device = dtype, torch.device(device)
+        self.skip = frozenset(skip)
         self.weights: Weights | None = None
 
     def metadata(self) -> list[ParamMeta]:
         assert self.weights is not None, "no push in progress"
-        return [ParamMeta(n, self.dtype, tuple(s)) for n, s in self.weights.shapes.items()]
+        return [
+            ParamMeta(n, self.dtype, tuple(s))
+            for n, s in self.weights.shapes.items()
+            if n not in self.skip
+        ]
 
     def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
         assert self.weights is not None, "no push in progress"
         for name, tensor in self.weights.items():
-            yield name, tensor.detach().to(self.device, self.dtype).contiguous()
+            if name not in self.skip:
+                yield name, tensor.detach().to(self.device, self.dtype).contiguous()
 
 
 class EnginesClient:
@@ -98,6 +110,25 @@ class EnginesClient:
         for f in futures:  # every call finishes before an error is raised
             f.exception()
         return [f.result() for f in futures]
+
+    def each_now(self, call: Callable[[int, Any], Any], timeout: float) -> None:
+        """``call`` on every engine from threads of its own, waiting at most ``timeout``
+        seconds in all (after a failed round this client's threads may be stuck in it);
+        errors are ignored."""
+
+        def run(i: int, e: Any) -> None:
+            with contextlib.suppress(Exception):
+                call(i, e)
+
+        threads = [
+            threading.Thread(target=run, args=(i, e), daemon=True)
+            for i, e in enumerate(self.engines)
+        ]
+        end = time.monotonic() + timeout
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(max(0.0, end - time.monotonic()))
 
     def offsets(self, first: int) -> list[int]:
         """Engine i's first rank in the group: ``first`` + the workers of engines before it."""
@@ -184,6 +215,12 @@ class GlooTransport:
         self.client.finish_weight_update()
 
 
+class BroadcastFailed(RuntimeError):
+    """A weight round failed or timed out after it started: the engines' workers may still sit
+    in the group's broadcast (vLLM's NCCL communicator has no timeout), and so may the threads
+    that drive them; the process must end (recipe/cli.py does) rather than wait for them."""
+
+
 class WeightBroadcast:
     """The trainer's end of the one-group weight push to ``engines`` (module docstring).
 
@@ -191,7 +228,9 @@ class WeightBroadcast:
     ----------
     engines : sequence
         Started engines, each with ``weight_workers`` and the group methods of
-        :class:`~recipe.generate_vllm.AsyncVLLMGenerator`.
+        :class:`~recipe.generate_vllm.AsyncVLLMGenerator` (or
+        :class:`~recipe.generate_vllm.VLLMGenerator`); their ``omittable`` names (a tied
+        ``lm_head.weight``) are not sent.
     dtype : torch.dtype
         The engines' weight dtype (tensors are cast to it on the trainer's device).
     device : torch.device or str
@@ -199,6 +238,9 @@ class WeightBroadcast:
     transport : callable, optional
         ``transport(world_size, client, source, address)`` returning an object with
         ``send_weights()``; default :func:`vllm_nccl` (vLLM's trainer engine).
+    timeout : float
+        Seconds a round may take before :meth:`push` gives up on it (an engine worker that
+        died mid-broadcast would otherwise block the trainer forever).
     """
 
     def __init__(
@@ -209,11 +251,15 @@ class WeightBroadcast:
         device: torch.device | str = "cuda",
         transport: Callable[..., Any] | None = None,
         address: str = "127.0.0.1",
+        timeout: float = 1800.0,
     ) -> None:
         self.engines = list(engines)
         self.client = EnginesClient(self.engines)
-        self.source = PushSource(dtype, device)
+        skip = getattr(self.engines[0], "omittable", ())
+        self.source = PushSource(dtype, device, skip=skip)
         self.world_size = 1 + sum(self.client.workers)
+        self.timeout = timeout
+        self.broken: BaseException | None = None
         self._lock = threading.Lock()
         try:
             self.sender = (transport or vllm_nccl)(
@@ -223,27 +269,58 @@ class WeightBroadcast:
             self.client.close()
             raise
 
+    def _send(self) -> None:
+        """``send_weights()`` within :attr:`timeout` seconds, on a daemon thread of its own (a
+        round stuck in a collective cannot be interrupted, only left behind)."""
+        outcome: list[BaseException | None] = []
+        # a thread starts on CUDA device 0: give it the caller's (the streams and the gathers)
+        device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
+
+        def run() -> None:
+            try:
+                if device is not None:
+                    torch.cuda.set_device(device)
+                self.sender.send_weights()
+            except BaseException as err:
+                outcome.append(err)
+            else:
+                outcome.append(None)
+
+        thread = threading.Thread(target=run, name="weight-round", daemon=True)
+        thread.start()
+        thread.join(self.timeout)
+        if thread.is_alive():
+            raise BroadcastFailed(
+                f"the weight round did not finish in {self.timeout:g} s (dist_timeout): an "
+                "engine worker died or hangs in the broadcast; the run stops"
+            )
+        if outcome[0] is not None:
+            raise BroadcastFailed(f"the weight round failed: {outcome[0]!r}") from outcome[0]
+
     def push(self, weights: Weights, version: int) -> None:
         """Pause every engine, broadcast each tensor once to all, then resume them at
         ``version``. Checks (names, shapes, NaN, the version) are the caller's, before this.
 
         Raises
         ------
-        RuntimeError
-            The round failed: every engine stays paused, its requests are aborted and it is
-            marked broken (its weights are in an unknown state).
+        BroadcastFailed
+            The round failed or timed out: every engine stays paused, its requests are aborted
+            and it is marked broken (its weights are in an unknown state); the group cannot be
+            used again, and the process should end (threads may be stuck in the group).
         """
         with self._lock:
+            if self.broken is not None:
+                raise BroadcastFailed(f"the weight group failed before ({self.broken!r})")
             start = time.perf_counter()
             in_flight = self.client.each(lambda i, e: e.pause())
             loading = time.perf_counter()
             self.source.weights = weights
             try:
-                self.sender.send_weights()
+                self._send()
             except BaseException as err:
-                failure = err
-                with contextlib.suppress(Exception):  # the round's error is the one to raise
-                    self.client.each(lambda i, e: e.fail(failure))
+                self.broken = failure = err
+                # the round's error is the one to raise
+                self.client.each_now(lambda i, e: e.fail(failure), timeout=30.0)
                 raise
             finally:
                 self.source.weights = None
@@ -256,6 +333,6 @@ class WeightBroadcast:
 
     def close(self) -> None:
         shutdown = getattr(self.sender, "shutdown", None)
-        if callable(shutdown):
+        if callable(shutdown) and self.broken is None:  # a broken group may hang in its teardown
             shutdown()
         self.client.close()

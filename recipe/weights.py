@@ -38,6 +38,9 @@ class Weights:
         shards with one all-reduce); None: checked on the values when asked.
     once : bool
         The items can be read once only (a stream of collectives).
+    cancel : callable, optional
+        Called by :meth:`cancel` when the stream is given up before its first item (a sharded
+        stream tells the other ranks that rank 0 refused the push).
     """
 
     def __init__(
@@ -47,12 +50,16 @@ class Weights:
         *,
         finite: bool | None = None,
         once: bool = False,
+        cancel: Callable[[], None] | None = None,
     ) -> None:
         self.shapes = dict(shapes)
         self._items = items
         self._finite = finite
+        self._cancel = cancel
         self.once = once
         self.read = False
+        self.started = False  # the first item was asked for
+        self.finished = False  # the last item was read
 
     @classmethod
     def of(cls, state_dict: Mapping[str, torch.Tensor]) -> Weights:
@@ -80,13 +87,27 @@ class Weights:
                 "rank at the same point); take a new recipe.distributed.model_weights()"
             )
         self.read = True
-        return self._items()
+        return self._tracked()
+
+    def _tracked(self) -> Iterator[tuple[str, torch.Tensor]]:
+        self.started = True
+        yield from self._items()
+        self.finished = True
 
     def drain(self) -> None:
         """Read a stream nobody read (a rank without a consumer still joins the gathers)."""
         if self.once and not self.read:
             for _ in self.items():
                 pass
+
+    def cancel(self) -> None:
+        """Give the stream up unread (its consumer refused the push before reading): a sharded
+        stream then tells the other ranks, whose :meth:`drain` raises instead of waiting in a
+        gather. No effect once the stream has started."""
+        if self.once and not self.started:
+            self.read = True
+            if self._cancel is not None:
+                self._cancel()
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Every tensor at once (one full copy where the items are gathered)."""

@@ -40,8 +40,24 @@ def esc(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
+class Html(str):
+    """A table cell that is HTML already (not escaped again)."""
+
+
+def interval_cell(value: float, lower: float, upper: float, digits: int = 3) -> Html:
+    """A value over its interval in smaller type: a narrow cell that wraps, not a wide row."""
+    if not all(map(math.isfinite, (value, lower, upper))):
+        return Html(number(value, digits))
+    return Html(
+        f"{number(value, digits)}<br><span style='font-size:0.85em;color:#555;"
+        f"white-space:nowrap'>[{number(lower, digits)}, {number(upper, digits)}]</span>"
+    )
+
+
 def number(v: Any, digits: int = 4) -> str:
     """A cell value: floats to ``digits`` significant digits, NaN as an empty cell."""
+    if isinstance(v, Html):
+        return v
     if isinstance(v, (bool, np.bool_)):
         return "yes" if v else "no"
     if isinstance(v, (float, np.floating)):
@@ -126,13 +142,35 @@ def forecast_html(fc: Forecast) -> str:
 
 
 def comparison_html(cmp: Comparison) -> str:
-    """A Comparison: its table and the verdict of each variant against the baseline."""
+    """A Comparison: its table (each estimate over its interval, so that it fits a page) and
+    the verdict of each variant against the baseline."""
     verdicts = "".join(f"<li>{esc(t)}</li>" for t in cmp.verdicts()["text"])
+    t = cmp.table
+    pct = f"{cmp.level:.0%}"
+
+    def cells(row, name: str, digits: int = 3):
+        lo, hi = row.get(f"{name}_lower", math.nan), row.get(f"{name}_upper", math.nan)
+        return interval_cell(float(row[name]), float(lo), float(hi), digits)
+
+    columns = [  # (header, the table's column it shows, the cell)
+        ("variant", "variant", lambda r: r["variant"]),
+        (f"A [{pct}]", "A", lambda r: cells(r, "A")),
+        (f"B [{pct}]", "B", lambda r: cells(r, "B")),
+        (f"C_mid [{pct}]", "C_mid", lambda r: cells(r, "C_mid")),
+        (f"delta A [{pct}]", "delta_A", lambda r: cells(r, "delta_A")),
+        ("p(A higher)", "p_A_higher", lambda r: r["p_A_higher"]),
+        ("p(B higher)", "p_B_higher", lambda r: r["p_B_higher"]),
+        (f"C90 [{pct}]", "C90", lambda r: cells(r, "C90")),
+        ("p(sooner)", "p_sooner", lambda r: r["p_sooner"]),
+        ("basis", "basis", lambda r: r["basis"]),
+    ]
+    columns = [(h, f) for h, col, f in columns if col in t.columns]
+    rows = [[f(r) for _, f in columns] for _, r in t.iterrows()]
     return (
         f'<div class="rlcurves-comparison"><b>Comparison</b> '
         f"<span style='color:#555'>baseline {esc(cmp.baseline)}, {cmp.level:.0%} intervals from "
         f"{cmp.n_samples} {esc(cmp.method)} draws per variant</span>"
-        + frame_table(cmp.table)
+        + table(rows, [h for h, _ in columns], digits=3)
         + f"<ul style='font-size:0.9em'>{verdicts}</ul></div>"
     )
 
@@ -158,11 +196,7 @@ def monitor_report_html(report: MonitorReport, *, figure: bool = True) -> str:
             f"{report.mean:.3f} [{report.lower:.3f}, {report.upper:.3f}]",
         ])  # fmt: skip
     if report.baseline is not None and report.baseline_mean is not None:
-        rows.append([
-            f"baseline {report.baseline}",
-            f"{report.baseline_mean:.3f} [{report.baseline_lower:.3f}, "
-            f"{report.baseline_upper:.3f}]",
-        ])  # fmt: skip
+        rows.append([f"baseline {report.baseline}", report.baseline_words()])
     if report.p_beat is not None:
         rows.append(["p(ends above the baseline)", f"{report.p_beat:.2f}"])
     if report.target_compute is not None:

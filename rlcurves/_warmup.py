@@ -2,10 +2,12 @@
 
 The solver's kernels (:mod:`rlcurves._kernels`) compile on first use into numba's on-disk cache;
 after that every process loads them in about a second. On a fresh install the first fit therefore
-waits while they compile (10-20 s on 2 cores, the first bootstrap a few seconds more), which a
-notebook user would otherwise sit through without a word. Two remedies:
+waits while they compile (``benchmarks/first_fit.py`` on 2 cores: 14-16 s idle, 65 s at load
+7-12; the first bootstrap 15 s more), which a notebook user would otherwise sit through without a
+word. Two remedies:
 
-- ``import rlcurves`` prints one line to stderr when the cache is cold, saying what the wait is;
+- the first use of the solver (the first fit; ``import rlcurves`` loads nothing compiled) prints
+  one line to stderr when the cache is cold, saying what the wait is and what measured it;
 - :func:`rlcurves.warm_up` compiles every kernel a session uses (fit, batch fit, bootstrap,
   forecast, posterior) into the cache ahead of time; ``make`` runs it at install
   (``python -c "import rlcurves; rlcurves.warm_up()"``). Measured in ``benchmarks/first_fit.py``.
@@ -39,9 +41,11 @@ def notice_if_cold() -> None:
     _NOTICED.append(True)
     if cache_is_cold():
         sys.stderr.write(
-            "rlcurves: first use after install: the first fit compiles the solver's numba kernels "
-            "into their cache (10-20 s on 2 cores, once; later sessions load them in about a "
-            'second). To compile them now: python -c "import rlcurves; rlcurves.warm_up()"\n'
+            "rlcurves: first use after install: compiling the solver's numba kernels into their "
+            "cache, once (benchmarks/first_fit.py timed the first fit at 14-16 s on 2 idle cores "
+            "and 65 s on 2 busy ones, the first bootstrap 15 s more; later sessions load them in "
+            'about a second). To compile them ahead: python -c "import rlcurves; '
+            'rlcurves.warm_up()"\n'
         )
 
 

@@ -47,6 +47,7 @@ COLUMNS = [
     "covered",
     "covered_observed",
     "A_covered",
+    "refused",
     "note",
 ]
 
@@ -60,12 +61,15 @@ class Backtest:
     table : pandas.DataFrame
         One row per fraction: ``fraction, fit_to, n_points, A, A_lower, A_upper, forecast,
         forecast_lower, forecast_upper, prediction_lower, prediction_upper, final_fit,
-        observed, error, covered, covered_observed, A_covered, note``. ``forecast`` is the
+        observed, error, covered, covered_observed, A_covered, refused, note``. ``forecast`` is the
         prefix fit's value at the final compute; ``final_fit`` the whole run's fit there;
         ``error = forecast - final_fit``; ``covered`` whether the forecast interval holds
         ``final_fit``, ``covered_observed`` whether the prediction interval holds the last
-        observed point, ``A_covered`` whether the A interval holds the whole run's A. A fraction
-        with too few points to fit has NaN and a ``note``.
+        observed point, ``A_covered`` whether the A interval holds the whole run's A. A forecast
+        whose interval is unbounded (too few points to estimate the noise: the metric's whole
+        range) is ``refused``: it covers nothing (``covered`` and ``covered_observed`` False), so
+        it counts as a miss in :attr:`coverage`. A fraction with too few points to fit has NaN
+        and a ``note``.
     full : SigmoidFit
         The fit of the whole run.
     fits : dict
@@ -94,7 +98,8 @@ class Backtest:
 
     @property
     def coverage(self) -> dict[str, float]:
-        """Fractions of the fitted prefixes whose intervals covered: forecast, observed, A."""
+        """Fractions of the fitted prefixes whose intervals covered: forecast, observed, A (a
+        refused, unbounded forecast counts as a miss)."""
         t = self.table.dropna(subset=["forecast"])
         return {
             "forecast": float(t["covered"].mean()),
@@ -110,22 +115,26 @@ class Backtest:
             f"({self.level:.0%} {self.method} intervals); whole-run fit there "
             f"{self.full.predict(self.final_compute):.3f}, A {self.full.A:.3f}"
         ]
-        lines.append("    fit to        forecast [interval]           error    A [interval]")
+        lines.append(f"    {'fit to':>9}     {'forecast [interval]':<26}error    A [interval]")
         for _, r in self.table.iterrows():
             if not np.isfinite(r["forecast"]):
                 lines.append(f"    {format_compute(r['fit_to']):>9}     {r['note']}")
                 continue
-            mark = "" if r["covered"] else "  (missed)"
+            if r["refused"]:
+                interval, mark = "refused (unbounded)", "  (refused: counted as a miss)"
+            else:
+                interval = f"[{r['forecast_lower']:.3f}, {r['forecast_upper']:.3f}]"
+                mark = "" if r["covered"] else "  (missed)"
             lines.append(
-                f"    {format_compute(r['fit_to']):>9}     {r['forecast']:.3f} "
-                f"[{r['forecast_lower']:.3f}, "
-                f"{r['forecast_upper']:.3f}]    {r['error']:+.3f}   {r['A']:.3f} "
-                f"[{r['A_lower']:.3f}, {r['A_upper']:.3f}]{mark}"
+                f"    {format_compute(r['fit_to']):>9}     {r['forecast']:.3f} {interval:<20}"
+                f"{r['error']:+.3f}   {r['A']:.3f} [{r['A_lower']:.3f}, {r['A_upper']:.3f}]{mark}"
             )
         cov = self.coverage
+        refused = int(self.table["refused"].fillna(False).sum())
         lines.append(
             f"    coverage: forecast {cov['forecast']:.0%}, last observation "
             f"{cov['observed']:.0%}, A {cov['A']:.0%}"
+            + (f" ({refused} refused forecast(s) counted as misses)" if refused else "")
         )
         return "\n".join(lines)
 
@@ -254,9 +263,12 @@ def backtest(
             prediction_lower=float(fc.prediction_lower),
             prediction_upper=float(fc.prediction_upper),
             error=float(fc.mean) - truth_value,
-            covered=bool(fc.lower <= truth_value <= fc.upper),
-            covered_observed=bool(fc.prediction_lower <= r[last] <= fc.prediction_upper),
+            # an unbounded interval (the metric's whole range) is a refusal, never a cover
+            covered=not fc.unbounded and bool(fc.lower <= truth_value <= fc.upper),
+            covered_observed=not fc.unbounded
+            and bool(fc.prediction_lower <= r[last] <= fc.prediction_upper),
             A_covered=bool(a_lo <= truth_A <= a_hi),
+            refused=bool(fc.unbounded),
             # a converged fit can still leave a parameter unidentified or on a bound, and a
             # forecast can be unbounded or follow a run that peaked: say so
             note="; ".join(
@@ -271,7 +283,7 @@ def backtest(
         rows.append(row)
     table = pd.DataFrame(rows, columns=COLUMNS)
     table["n_points"] = table["n_points"].astype("Int64")
-    for col in ("covered", "covered_observed", "A_covered"):
+    for col in ("covered", "covered_observed", "A_covered", "refused"):
         table[col] = table[col].astype("boolean")
     table["note"] = table["note"].fillna("")
     if not fits:

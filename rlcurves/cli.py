@@ -10,13 +10,15 @@ import re
 import sys
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ._format import format_compute, unit_name
 from .errors import RLCurvesError
-from .fit import fit_sigmoid
+
+if TYPE_CHECKING:  # the commands import what they use when they run: --help loads no pandas
+    import pandas as pd
 
 # The reader's and the fit's keywords, as the command line spells them (for error messages).
 KEYWORD_FLAGS = {
@@ -272,6 +274,8 @@ def _add_interval_args(p: argparse.ArgumentParser) -> None:
 
 
 def _fit_from_args(args: argparse.Namespace, df: pd.DataFrame, c: str, r: str, label: str):
+    from .fit import fit_sigmoid
+
     return fit_sigmoid(
         c,
         r,
@@ -307,6 +311,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _quiet_fit(args: argparse.Namespace, df: pd.DataFrame, label: str, **override):
+    from .fit import fit_sigmoid
+
     # The command prints the fit's message itself; Python warnings would repeat it on stderr.
     kw = dict(
         r0=args.r0,
@@ -415,7 +421,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             grid = np.linspace(
                 float(fit.fit_compute.min()), max(np.max(args.at), fit.compute.max()), 200
             )
-            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True)
             path = _save(plot_forecast(fit, band), _nth_path(args.plot, label, len(out)))
             print(f"\nplot saved to {path}")
         out.append(None)
@@ -500,6 +506,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         print(_json([{**row, "compute_unit": unit} for row in _records(table)]))
         return 0
+    import pandas as pd
+
     with pd.option_context("display.width", 160, "display.precision", 4):
         print(table.to_string(index=False))
     print(f"(compute axis: {unit or 'unit not given'}; C_mid and every C below in this unit)")
@@ -536,7 +544,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     (fit,) = fits.values()
     end = args.to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
-    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False)
+    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True)
     fig = plot_forecast(fit, band, logx=args.logx)
     print(f"plot saved to {_save(fig, args.output)}")
     return 0
@@ -547,8 +555,9 @@ BACKTEST_COVERAGE = (
     "    (coverage: of the prefixes fitted, the share whose interval held the reference: "
     "'forecast' = the curve interval held the whole-run fit's value at the end; 'last "
     "observation' = the prediction interval (the range of one evaluation) held the last logged "
-    "evaluation; 'A' = the A interval held the whole-run fit's A. With three prefixes each "
-    "share is 0%, 33%, 67% or 100%: one run checks little; calibration needs many runs)"
+    "evaluation; 'A' = the A interval held the whole-run fit's A; a refused forecast (no "
+    "interval: too few points) is a miss. With three prefixes each share is 0%, 33%, 67% or "
+    "100%: one run checks little; calibration needs many runs)"
 )
 
 
@@ -611,6 +620,7 @@ def cmd_examples(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .datasets import load_example
+    from .fit import fit_sigmoid
     from .forecast import forecast
     from .plot import plot_forecast
 
@@ -637,7 +647,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(fit.summary())
     print()
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
-    band = forecast(fit, grid, seed=0, progress=False)
+    band = forecast(fit, grid, seed=0, progress=False, band=True)
     at_end = forecast(fit, end, seed=0, progress=False)
     last = df.loc[df["compute"].idxmax(), "reward"]
     print("\n".join(_forecast_lines(at_end, {end: float(last)}, unit=unit)))
@@ -647,8 +657,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     reached = math.floor(float(full.predict(end)) * 100) / 100
     target = args.target if args.target is not None else reached
     print(f"\n[[Compute to target]] (compute in {unit_name(unit)})")
-    print(f"    {fit.compute_to_reach(target, level=0.9, seed=0)}")
-    if args.target is None:
+    if args.target is None and not reached > full.R0:
+        # the run did not climb: there is no level it reached by spending compute
+        print(
+            f"    no default target: the whole run's fit does not rise (R0 {full.R0:.3f}, at the "
+            f"end {float(full.predict(end)):.3f}); pass --target REWARD to ask anyway"
+        )
+    else:
+        print(f"    {fit.compute_to_reach(target, level=0.9, seed=0)}")
+    if args.target is None and reached > full.R0:
         took = format_compute(full.compute_to_reach(target), unit)
         print(f"    (the whole-run fit reaches {target:g} at C = {took})")
     _demo_comparisons(args, df.attrs["group"], full)
@@ -673,6 +690,7 @@ def _demo_comparisons(args: argparse.Namespace, group: str, example_fit) -> None
     switch (``attrs["baseline"]``): the example's own variants first, then any other pairs."""
     from .compare import compare
     from .datasets import list_examples, load_example
+    from .fit import fit_sigmoid
 
     family = {n: load_example(n, compute=args.compute) for n in list_examples(group=group)}
     if any("cell" in df.attrs for df in family.values()):
@@ -712,6 +730,8 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
     """A paired-seed study: the seeds of each cell pooled (:func:`rlcurves.fit_runs`), each cell
     compared with the cell it differs from by one switch (run-level draws), and the per-seed
     paired differences (:func:`rlcurves.paired_differences`)."""
+    import pandas as pd
+
     from .compare import compare
     from .runs import RunsFit, fit_runs, paired_differences, shared_compute
 
@@ -723,6 +743,9 @@ def _demo_study(args: argparse.Namespace, family: dict[str, pd.DataFrame]) -> No
         base = df.attrs.get("baseline")
         base_of[cell] = None if base is None else family[base].attrs["cell"]
     tables = {cell: pd.concat(parts, ignore_index=True) for cell, parts in cells.items()}
+    for cell, table in tables.items():  # concat keeps no attrs: the axis unit and reward column
+        first = cells[cell][0].attrs
+        table.attrs = {k: first[k] for k in ("compute_unit", "reward") if k in first}
 
     def fit_cell(cell: str, max_compute: float | None = None) -> RunsFit:
         with warnings.catch_warnings():
@@ -848,12 +871,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "demo", help="forecast the bundled example run from half its budget; print and plot"
     )
-    from .datasets import list_examples
-
-    p.add_argument(
+    p.add_argument(  # the name is checked when the command runs (load_example lists them)
         "--example",
         default="simulated_scalerl_8b",
-        choices=list_examples(),
         metavar="NAME",
         help="bundled run to forecast (default: simulated_scalerl_8b; `rlcurves examples` "
         "lists them all: the simulated one, the real CPU-demo seeds and the leave-one-out runs)",

@@ -34,7 +34,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("path", help="the run's log or run folder (anything read_log reads)")
     p.add_argument("--budget", type=float, required=True, help="planned compute of the run")
-    p.add_argument("--baseline", help="a finished run's log or folder to beat at the budget")
+    p.add_argument(
+        "--baseline",
+        help="what to beat at the budget: a finished run's log or folder (one that ended short "
+        "of the budget is forecast there), or a reward level (a number, e.g. 0.62)",
+    )
     p.add_argument("--target", type=float, help="a reward to reach: compute to reach it")
     p.add_argument(
         "--every", type=float, default=30.0, help="seconds between looks at the log (default 30)"
@@ -109,7 +113,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def _schedule_words() -> str:
-    return ", ".join(f"{t:g} from {f:.0%} of the budget" for f, t in DEFAULT_RULE.schedule)
+    """The measured rule's schedule in words, for argparse help (``%`` escaped as ``%%``)."""
+    words = ", ".join(f"{t:g} from {f:.0%} of the budget" for f, t in DEFAULT_RULE.schedule)
+    return words.replace("%", "%%")
 
 
 # the Monitor's keywords as watch spells them, beside the reader's and the fit's (cli.cli_words)
@@ -174,7 +180,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     read_kws = _read_kws(args)
     monitor = Monitor(
         args.budget,
-        baseline=args.baseline,
+        baseline=_baseline_arg(args.baseline),
         target=args.target,
         level=args.level,
         min_points=args.min_points,
@@ -232,6 +238,20 @@ def cmd_watch(args: argparse.Namespace) -> int:
             print(f"--max-minutes {args.max_minutes:g} reached; stopped watching", flush=True)
             return 0
         time.sleep(args.every)
+
+
+def _baseline_arg(text: str | None) -> str | float | None:
+    """``--baseline``: a log or run folder, or a number (a reward level to beat)."""
+    if text is None or text.startswith(("example:", "wandb:")) or Path(text).exists():
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise RLCurvesError(
+            f"--baseline {text}: no such file or folder, and not a number. Give a finished run's "
+            "log or folder, or a reward level to beat (--baseline 0.62); --target REWARD asks "
+            "for the compute to reach a reward instead."
+        ) from None
 
 
 def _log_state(path: str) -> tuple:

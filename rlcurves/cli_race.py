@@ -1,7 +1,10 @@
 """The ``rlcurves race`` command: a sweep's logs in, who to stop and why out, and the figure.
 
-Each LOG (anything :func:`rlcurves.read_log` reads) is one run of the sweep; a log holding several
-runs (a ``run`` column) is taken as seeds of one recipe, which race as one entry. The race is
+Each run of each LOG (anything :func:`rlcurves.read_log` reads) is one member of the sweep: a log
+of one run, or each run of a log holding several (a ``run`` column, a W&B sweep export).
+``--seeds-of COLUMN`` races the runs that share a value of COLUMN (a recipe) as one entry, their
+seeds pooled; ``--ended RUN`` marks a run that ended short of the budget (it keeps its forecast at
+the budget, said to be one, and is not stopped). The race is
 looked at ``--confirm`` times, one rung apart (each run's points up to one rung, two rungs...
 before its latest), so a stop is made only when the refits one rung apart agree, as a live race
 would have made it. Registered in :mod:`rlcurves.cli` by :func:`add_commands`.
@@ -50,7 +53,22 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "logs",
         nargs="+",
         metavar="LOG",
-        help="one log or run folder per run (a log with several runs: seeds of one recipe)",
+        help="logs or run folders: each run in them races on its own (a log with several runs, "
+        "such as a W&B sweep export, gives one racer per run; see --seeds-of)",
+    )
+    p.add_argument(
+        "--seeds-of",
+        metavar="COLUMN",
+        help="race the runs that share a value of this column (e.g. recipe) as one entry: "
+        "seeds of one recipe, their curves pooled",
+    )
+    p.add_argument(
+        "--ended",
+        nargs="+",
+        metavar="RUN",
+        default=[],
+        help="runs that ended short of the budget (will not report again): they keep their "
+        "forecast at the budget and are not stopped",
     )
     p.add_argument(
         "--budget",
@@ -138,21 +156,74 @@ def _flag_words(message: str) -> str:
 
 
 def _curves(args: argparse.Namespace) -> dict[str, list[tuple[str, object]]]:
-    """Entry name -> [(run name, frame)]: one entry per log, its runs the log's runs."""
+    """Entry name -> [(run name, frame)]: each run of each log its own entry, or (``--seeds-of
+    COLUMN``) the runs sharing a value of COLUMN one entry."""
     from .cli import _load, _log_kws
 
-    entries: dict[str, list] = {}
+    found: list[tuple[str, str | None, object]] = []  # (log name, run in the log, frame)
     for path in args.logs:
         df, _, _ = _load(path, args.compute, args.reward, args.run, args=args, **_log_kws(args))
-        name = Path(path.split(":", 1)[1] if path.startswith("example:") else path).stem
-        base, k = name, 2
-        while name in entries:  # two logs of one name (run1/log.jsonl, run2/log.jsonl)
-            name, k = f"{base}-{k}", k + 1
+        stem = Path(path.split(":", 1)[1] if path.startswith("example:") else path).stem
+        if args.seeds_of is not None and args.seeds_of not in df.columns:
+            columns = [str(c) for c in df.columns if c not in ("compute", "reward")]
+            raise RLCurvesError(
+                f"--seeds-of {args.seeds_of}: {path} has no column {args.seeds_of!r}; its "
+                f"columns: {columns}. Name the column that says which recipe each run is."
+            )
         if "run" in df.columns and df["run"].nunique() > 1:
-            entries[name] = [(f"{name}/{r}", g) for r, g in df.groupby("run", sort=False)]
+            found += [(stem, str(r), g) for r, g in df.groupby("run", sort=False)]
         else:
+            found.append((stem, None, df))
+    units = {str(df.attrs.get("compute_unit")) for _, _, df in found}
+    if len(units) > 1:
+        raise RLCurvesError(
+            f"the logs are on different compute axes ({sorted(units)}); pass --compute (or --gpus "
+            "/ --gpu-hours-per-step) so that every run shares one unit and one budget."
+        )
+    names = _run_names([(stem, run) for stem, run, _ in found])
+    entries: dict[str, list] = {}
+    for name, (_, _, df) in zip(names, found, strict=True):
+        if args.seeds_of is None:
             entries[name] = [(name, df)]
+            continue
+        recipes = df[args.seeds_of].dropna().astype(str).unique()
+        if len(recipes) != 1:
+            raise RLCurvesError(
+                f"--seeds-of {args.seeds_of}: run {name!r} has {len(recipes)} values of "
+                f"{args.seeds_of!r} ({list(recipes)[:5]}); each run needs one (its recipe). Pass "
+                "--run with the column naming the runs (seeds)."
+            )
+        entries.setdefault(recipes[0], []).append((name, df))
     return entries
+
+
+def _run_names(found: list[tuple[str, str | None]]) -> list[str]:
+    """Each racer's name: its run's name in the log (a log of one run: the log's name), with
+    the log's name in front where two logs share a run name (``logA/seed0``)."""
+    short = [stem if run is None else run for stem, run in found]
+    names = []
+    for (stem, run), name in zip(found, short, strict=True):
+        if run is not None and short.count(name) > 1:
+            name = f"{stem}/{run}"
+        base, k = name, 2
+        while name in names:  # two logs of one name (run1/log.jsonl, run2/log.jsonl)
+            name, k = f"{base}-{k}", k + 1
+        names.append(name)
+    return names
+
+
+def _ended(args: argparse.Namespace, entries: dict[str, list]) -> list[str]:
+    """The runs ``--ended`` names (an entry's name ends all its runs); unknown names refused."""
+    runs = [run for members in entries.values() for run, _ in members]
+    out = []
+    for name in args.ended:
+        if name in runs:
+            out.append(name)
+        elif name in entries:
+            out += [run for run, _ in entries[name]]
+        else:
+            raise RLCurvesError(f"--ended {name}: no such run in the race; the runs: {runs}")
+    return out
 
 
 def cmd_race(args: argparse.Namespace) -> int:
@@ -183,15 +254,19 @@ def cmd_race(args: argparse.Namespace) -> int:
     if args.at is not None and not 0 < args.at <= 1:
         raise RLCurvesError(f"--at must be a fraction of the budget in (0, 1], got {args.at}")
     entries = _curves(args)
-    if sum(len(v) for v in entries.values()) < 2 and len(entries) < 2:
-        raise RLCurvesError("a race needs at least two runs: pass two or more LOG paths")
+    if len(entries) < 2:
+        raise RLCurvesError(
+            "a race needs at least two racers: pass two or more LOG paths, or a log holding "
+            f"several runs{' of several recipes' if args.seeds_of else ''}"
+        )
+    ended = _ended(args, entries)
     step = args.budget / args.rungs
     fed: dict[str, int] = {}
     report = None
     # look `confirm` times, one rung apart, up to each run's latest point
     for back in range(race.confirm - 1, -1, -1):
         for entry, runs in entries.items():
-            group = entry if len(runs) > 1 else None
+            group = entry if args.seeds_of is not None or len(runs) > 1 else None
             for run, df in runs:
                 df = df.sort_values("compute", kind="stable")
                 if args.at is not None:
@@ -203,6 +278,9 @@ def cmd_race(args: argparse.Namespace) -> int:
                 if keep.size:
                     race.update(run, c[keep], r[keep], group=group)
                     fed[run] = fed.get(run, 0) + keep.size
+        for run in ended:
+            if run in fed:
+                race.end(run)
         report = race.report()
     print(report.summary())
     if report.stop:
@@ -214,9 +292,16 @@ def cmd_race(args: argparse.Namespace) -> int:
     if not args.no_plot:
         import matplotlib.pyplot as plt
 
+        from ._format import compute_label, units_of
+
         out = Path(args.out or RACE_PNG)
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig = report.plot()
+        # the axes in the logs' words (every log shares one unit: _curves checks it)
+        units = units_of(next(iter(entries.values()))[0][1], "compute", "reward")
+        fig = report.plot(
+            compute_label=compute_label(units.get("compute")),
+            reward_label=units.get("reward") or "reward",
+        )
         fig.savefig(out, dpi=110)
         plt.close(fig)
         print(f"figure written to {out}")

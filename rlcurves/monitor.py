@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ._format import format_compute
+from ._format import compute_label, format_compute, units_of
 from .decide import (
     ADVICE,
     CONTINUE,
@@ -112,7 +112,11 @@ class MonitorReport:
     p_target : float or None
         Probability that the curve is at or past the target at the budget.
     baseline, baseline_mean, baseline_lower, baseline_upper : str, float
-        The baseline's name and its curve at the budget with its interval.
+        The baseline's name and its level at the budget with its interval.
+    baseline_ended : float or None
+        Where the baseline's evaluations end, when that is short of the budget: its level at
+        the budget is then a forecast, extrapolated ``budget / baseline_ended`` times past its
+        last evaluation (the summary says so).
     p_beat : float or None
         Probability that this run ends above the baseline at the budget: from the forecast's
         predictive distribution (the draws its printed interval comes from) against the
@@ -134,6 +138,9 @@ class MonitorReport:
         Evaluations since then.
     notes : list of str
         What the reader cleaned, a half-written last line waited for, and similar.
+    units : dict
+        ``{"compute": unit, "reward": column}`` of the log read (:meth:`Monitor.update_from`),
+        for the figure's axes; empty for points passed as numbers.
 
     Examples
     --------
@@ -162,6 +169,7 @@ class MonitorReport:
     baseline_mean: float | None = None
     baseline_lower: float | None = None
     baseline_upper: float | None = None
+    baseline_ended: float | None = None
     p_beat: float | None = None
     threshold: float | None = None
     pending: str | None = None
@@ -171,6 +179,7 @@ class MonitorReport:
     evals_since_peak: int = 0
     label: str | None = None
     notes: list[str] = field(default_factory=list)
+    units: dict[str, str] = field(default_factory=dict)
     decision: Decision | None = field(default=None, repr=False)
     hold_state: tuple[int, float] = (0, math.nan)
     created: float = field(default_factory=time.time)
@@ -240,6 +249,7 @@ class MonitorReport:
                 "mean": self.baseline_mean,
                 "lower": self.baseline_lower,
                 "upper": self.baseline_upper,
+                "ended": self.baseline_ended,
             },
             "p_beat": self.p_beat,
             "threshold": self.threshold,
@@ -259,6 +269,7 @@ class MonitorReport:
             },
             "fit": None if self.fit is None else self.fit.to_dict(),
             "notes": list(self.notes),
+            "units": dict(self.units),
             "hold_state": {"streak": self.hold_state[0], "since": self.hold_state[1]},
         }
         return _json_safe(out)
@@ -308,10 +319,7 @@ class MonitorReport:
             )
         if self.baseline is not None and self.baseline_mean is not None:
             p = "" if self.p_beat is None else f"; p(above) = {_p(self.p_beat)}"
-            lines.append(
-                f"    baseline {self.baseline}: {self.baseline_mean:.3f} "
-                f"[{self.baseline_lower:.3f}, {self.baseline_upper:.3f}]{p}"
-            )
+            lines.append(f"    baseline {self.baseline}: {self.baseline_words()}{p}")
         if self.target_compute is not None:
             p = "" if self.p_target is None else f" (p(reached by the budget) {_p(self.p_target)})"
             lines.append(f"    target: {self.target_compute.message}{p}")
@@ -323,6 +331,26 @@ class MonitorReport:
             )
         lines.extend(f"    note: {n}" for n in self.notes)
         return "\n".join(lines)
+
+    def baseline_words(self) -> str:
+        """The baseline's level at the budget as printed, saying when it is a forecast from a run
+        that ended short of the budget."""
+        if self.baseline_mean is None:
+            return ""
+        lo, hi = self.baseline_lower, self.baseline_upper
+        if lo == hi == self.baseline_mean:
+            return f"{self.baseline_mean:.3f} (a level given)"
+        words = f"{self.baseline_mean:.3f} [{lo:.3f}, {hi:.3f}]"
+        ended = self.baseline_ended
+        if ended is not None and ended < self.budget:
+            words += (
+                f" (FORECAST: that run ended at C = {format_compute(ended)}, "
+                f"{ended / self.budget:.0%} of the budget; extrapolated "
+                f"{self.budget / ended:.1f}x past its last evaluation)"
+                if ended > 0
+                else " (FORECAST: that run has no evaluation past C = 0)"
+            )
+        return words
 
     def __str__(self) -> str:
         return self.summary()
@@ -488,6 +516,7 @@ class Monitor:
         self._reward: list[float] = []
         self._notes: list[str] = []
         self.log_attrs: dict[str, Any] = {}
+        self.units: dict[str, str] = {}  # the compute unit and reward column a log gave
         self._report: MonitorReport | None = None
         self._fitted_n = -1
         self._hysteresis = Hysteresis.for_rule(self.rule)
@@ -548,6 +577,7 @@ class Monitor:
         self._compute = df["compute"].astype(float).tolist()
         self._reward = df["reward"].astype(float).tolist()
         self.log_attrs = dict(df.attrs)
+        self.units = units_of(df, "compute", "reward")
         self._notes = _log_notes(df.attrs)
         if self.label is None:
             self.label = str(df.attrs.get("run") or Path(str(path)).name)
@@ -599,12 +629,14 @@ class Monitor:
             baseline=self.baseline_name,
             label=self.label,
             notes=list(self._notes),
+            units=dict(self.units),
         )
         if self._baseline is not None:
             base.update(
                 baseline_mean=self._baseline["mean"],
                 baseline_lower=self._baseline["lower"],
                 baseline_upper=self._baseline["upper"],
+                baseline_ended=self._baseline.get("ended"),
             )
         h = self._hysteresis
         first, self._fresh = self._fresh, False
@@ -771,7 +803,11 @@ class Monitor:
                 f"the baseline {name!r} has too few evaluations for a forecast at the budget "
                 f"(its interval is unbounded): {fc.note}"
             )
-        return name, {**self._level_of(fc.predictive), "fit": baseline}
+        ended = float(np.max(baseline.compute)) if np.size(baseline.compute) else 0.0
+        level = {**self._level_of(fc.predictive), "fit": baseline}
+        if ended < self.budget * (1 - 1e-9):  # its level at the budget is an extrapolation
+            level["ended"] = ended
+        return name, level
 
     def _level_of(self, pred: Predictive) -> dict:
         lo, hi = pred.interval(self.level)
@@ -853,15 +889,15 @@ def plot_monitor(report: MonitorReport, ax=None, *, logx: bool = False, **kwargs
         fig, ax = (plt.subplots(figsize=(6.4, 4.2), layout="constrained") if ax is None
                    else (ax.figure, ax))  # fmt: skip
         ax.set_title(f"{report.label or 'run'}: {report.advice}", fontsize=10)
-        ax.set_xlabel("compute")
+        ax.set_xlabel(compute_label(report.units.get("compute")))
         return fig
     fit = report.fit
     start = float(fit.fit_compute[fit.fit_compute > 0].min()) if np.any(fit.fit_compute > 0) else 0
     end = max(report.budget, float(fit.compute.max()))
     grid = np.geomspace(max(start, end * 1e-4), end, 120) if logx else np.linspace(start, end, 120)
-    band = forecast(fit, grid, level=report.level, n=200, seed=0, progress=False)
-    kwargs.setdefault("compute_label", "compute")
-    kwargs.setdefault("reward_label", "reward")
+    band = forecast(fit, grid, level=report.level, n=200, seed=0, progress=False, band=True)
+    kwargs.setdefault("compute_label", compute_label(report.units.get("compute")))
+    kwargs.setdefault("reward_label", report.units.get("reward") or "reward")
     fig = plot_forecast(fit, band, ax, logx=logx, **kwargs)
     ax = fig.axes[0] if ax is None else ax
     ax.axvline(report.budget, color="0.2", lw=1.0, ls="--")
@@ -872,8 +908,14 @@ def plot_monitor(report: MonitorReport, ax=None, *, logx: bool = False, **kwargs
     )  # fmt: skip
     if report.baseline_mean is not None:
         ax.axhspan(report.baseline_lower, report.baseline_upper, color=PALETTE[1], alpha=0.15)
+        ended = report.baseline_ended
+        how = (
+            f" (forecast from {ended / report.budget:.0%} of it)"
+            if ended is not None and 0 < ended < report.budget
+            else ""
+        )
         ax.axhline(report.baseline_mean, color=PALETTE[1], lw=1.2,
-                   label=f"baseline {report.baseline} at the budget")  # fmt: skip
+                   label=f"baseline {report.baseline} at the budget{how}")  # fmt: skip
     if report.target is not None:
         ax.axhline(report.target, color=PALETTE[2], lw=1.0, ls="-.", label="target")
     ax.legend(fontsize=7, loc="lower right")

@@ -194,21 +194,20 @@ def plot_fit(
         if hasattr(band, "prediction_upper"):
             bc = np.atleast_1d(band.at)
             level = f"{band.level:.0%} " if getattr(band, "level", None) else ""
-            ax.fill_between(
-                bc,
-                np.atleast_1d(band.prediction_lower),
-                np.atleast_1d(band.prediction_upper),
-                color=color,
-                alpha=0.08,
-                lw=0,
-                label=aux(f"{level}prediction (one evaluation)"),
-            )
+            # the prediction band (one evaluation) is often barely wider than the curve's:
+            # drawn as its own dotted edges over a faint fill, so the two stay apart
+            plo = np.atleast_1d(band.prediction_lower)
+            phi = np.atleast_1d(band.prediction_upper)
+            ax.fill_between(bc, plo, phi, color=color, alpha=0.07, lw=0)
+            ax.plot(bc, plo, color=color, lw=0.9, ls=(0, (1, 1.5)), alpha=0.9,
+                    label=aux(f"{level}prediction (one evaluation)"))  # fmt: skip
+            ax.plot(bc, phi, color=color, lw=0.9, ls=(0, (1, 1.5)), alpha=0.9)
             ax.fill_between(
                 bc,
                 np.atleast_1d(band.lower),
                 np.atleast_1d(band.upper),
                 color=color,
-                alpha=0.22,
+                alpha=0.28,
                 lw=0,
                 label=aux(f"{level}interval of the curve"),
             )
@@ -345,7 +344,7 @@ def plot_fits(
         if bands:
             from .forecast import forecast
 
-            band = forecast(fit, grid, level=level, seed=seed, progress=False)
+            band = forecast(fit, grid, level=level, seed=seed, progress=False, band=True)
             ax.fill_between(grid, band.lower, band.upper, color=color, alpha=0.15, lw=0)
     # the line styles, once, in grey: what solid, dashed and hollow mean
     ax.plot([], [], color="0.4", lw=2, label="fitted window")
@@ -405,7 +404,7 @@ def plot_forecast(
         end = to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
         start = float(fit.fit_compute.min())
         grid = np.linspace(start, end, 200)
-        forecast = make_forecast(fit, grid, level=level, seed=seed, progress=False)
+        forecast = make_forecast(fit, grid, level=level, seed=seed, progress=False, band=True)
     kwargs.setdefault("extrapolate_to", float(np.max(forecast.at)))
     fig = plot_fit(fit, ax, band=forecast, **kwargs)
     ax = fig.axes[0] if ax is None else ax
@@ -506,15 +505,26 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
 
     undetermined = [n for n, f in comparison.fits.items() if undetermined_shape(f)]
     falling = [n for n, f in comparison.fits.items() if falls(f) and n not in undetermined]
+    shown = t[~t["variant"].isin(undetermined + falling)]
+    lo, hi = _b_axis(shown)
+    clipped = False
     for i, row in t.reset_index(drop=True).iterrows():
         if row["variant"] in undetermined + falling:  # their B is no efficiency
             continue
         color, marker = style(i)
         is_base = row["variant"] == comparison.baseline
+        # a barely determined B's interval (0.04 to 2,000) would squash every other bar: the
+        # axis spans the point estimates, and a bar that runs off it ends in an arrow
+        b_lo, b_hi = max(row["B_lower"], lo), min(row["B_upper"], hi)
+        for end, edge, arrow in ((row["B_lower"], lo, "<"), (row["B_upper"], hi, ">")):
+            if end < lo or end > hi:
+                clipped = True
+                ax.plot([edge], [row["A"]], marker=arrow, ms=8, color=color, clip_on=False,
+                        zorder=4)  # fmt: skip
         ax.errorbar(
             row["B"],
             row["A"],
-            xerr=[[row["B"] - row["B_lower"]], [row["B_upper"] - row["B"]]],
+            xerr=[[max(row["B"] - b_lo, 0.0)], [max(b_hi - row["B"], 0.0)]],
             yerr=[[row["A"] - row["A_lower"]], [row["A_upper"] - row["A"]]],
             fmt=marker,
             ms=7 if is_base else 6,
@@ -525,9 +535,18 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
             mew=2,
             label=_baseline_label(row["variant"]) if is_base else row["variant"],
         )
-    shown = t[~t["variant"].isin(undetermined + falling)]
-    if len(shown) and shown["B_upper"].max() > 20 * shown["B_lower"].min():
-        ax.set_xscale("log")  # a barely determined B's interval would squash all the others
+    if hi > 20 * lo:
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    pad = (hi / lo) ** 0.03 if ax.get_xscale() == "log" else None
+    ax.set_xlim(*((lo / pad, hi * pad) if pad else (lo - 0.03 * (hi - lo), hi + 0.03 * (hi - lo))))
+    if clipped:
+        ax.plot([], [], marker=">", ls="none", color="0.4",
+                label=f"B interval runs off the axis ({lo:.3g} to {hi:.3g})")  # fmt: skip
     ax.set_xlabel("B, steepness (higher: steeper; which run gets there sooner also needs C_mid)")
     ax.set_ylabel("A, asymptotic pass rate (ceiling)")
     unit = unit_name(_shared_unit(comparison.fits.values()))
@@ -544,6 +563,23 @@ def plot_comparison(comparison: Comparison, ax: Axes | None = None) -> Figure:
     # beside the axes, never over a point (nine variants fill any corner)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     return fig
+
+
+def _b_axis(shown) -> tuple[float, float]:
+    """The B axis of the (B, A) plot: every point estimate (with 30% to spare), widened by each
+    interval end that lies within a factor of 4 of them (one reaching further runs off it)."""
+    if not len(shown):
+        return 0.1, 10.0
+    b = shown["B"].to_numpy(dtype=float)
+    b_lo, b_hi = float(np.min(b)), float(np.max(b))
+    ends = shown[["B_lower", "B_upper"]].to_numpy(dtype=float).ravel()
+    ends = ends[np.isfinite(ends) & (ends > 0)]
+    # room past the outermost estimates, so a bar that runs off ends clear of its point
+    lo = min([b_lo / 1.3, *ends[ends >= b_lo / 4]])
+    hi = max([b_hi * 1.3, *ends[ends <= b_hi * 4]])
+    if hi <= lo:
+        lo, hi = lo / 1.5, hi * 1.5
+    return lo, hi
 
 
 def _baseline_label(name: str) -> str:

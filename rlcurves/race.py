@@ -52,9 +52,10 @@ if TYPE_CHECKING:
 LEADER = "leader"
 STOP = "stop"
 FINISHED = "finished"
+ENDED = "ended"  # ended by its trainer short of the budget: its value there is a forecast
 FAILED = "failed"
 SILENT = "silent"
-ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, FAILED, SILENT)
+ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, ENDED, FAILED, SILENT)
 
 
 # ---- the race ---------------------------------------------------------------------------------
@@ -250,9 +251,18 @@ class RaceReport:
         """The race in a few lines: the table, then who to stop and why."""
         n = len(self.table)
         stopped = int((self.table["status"] == "stopped").sum())
+        lead = ""
+        if self.leader is not None:
+            row = self._row(self.leader)
+            if row["fraction"] < 1 - 1e-9:  # its value at the budget is not seen: say so
+                ended = ", where it ended" if row["advice"] == ENDED else ""
+                lead = (
+                    f" (its value at the budget a forecast from {row['fraction']:.0%} of it"
+                    f"{ended}: {_times(self.budget, row['compute'])} past its last evaluation)"
+                )
         lines = [
             f"[[Race]] {n} runs to the budget {format_compute(self.budget)}: {stopped} stopped, "
-            f"{self.fraction_saved:.0%} of the sweep's compute saved; leader: {self.leader}",
+            f"{self.fraction_saved:.0%} of the sweep's compute saved; leader: {self.leader}{lead}",
             f"    alpha spent on the stops: {self.spent:.3f} of {self.alpha:g}; risk now that the "
             f"stopped runs include one that ends more than {self.tolerance:g} above all runs "
             f"kept: {self.risk:.3f}",
@@ -704,7 +714,7 @@ class Race:
 
     def _draws(self, e: _Entry, tau: float | None) -> np.ndarray:
         """The entry's predictive draws at the budget, their misspecification scale ``tau``
-        (None: the calibration's, as forecast): ``V = base + tau^2 d`` replaces the forecast's
+        (None: the calibration's, as forecast): ``V = base + tau^2 g(d)`` replaces the forecast's
         variance, the standardized draws kept (a draw clipped at the metric's range stays at
         its clipped value's standardized distance), plus a recipe's seed-to-seed spread."""
         fc = e.forecast
@@ -713,10 +723,10 @@ class Race:
         e.used_info = {}
         if tau is not None and "scale" in info and "tau" in info:
             scale = float(np.ravel(info["scale"])[0])
-            dist = max(float(np.ravel(info["distance"])[0]), 0.0)
-            base = max(scale**2 - info["tau"] ** 2 * dist, 1e-16)
+            g = max(float(np.ravel(info.get("growth", info["distance"]))[0]), 0.0)
+            base = max(scale**2 - info["tau"] ** 2 * g, 1e-16)
             mean = float(fc.mean)
-            used = math.sqrt(base + tau**2 * dist)
+            used = math.sqrt(base + tau**2 * g)
             d = np.clip(mean + (d - mean) * used / scale, *_range(e.fit))
             e.used_info = {
                 "tau": np.full(np.shape(info["tau"]), tau),
@@ -1048,6 +1058,14 @@ class Race:
             )
         elif status == "stopped":
             advice, reason = STOP, e.reason
+        elif status == FINISHED and e.now < self.budget * (1 - 1e-9):
+            at = f"{e.now / self.budget:.0%} of the budget (C = {format_compute(e.now)})"
+            reason = (
+                f"ended at {at}: its value at the budget is a forecast, extrapolated "
+                f"{_times(self.budget, e.now)} past its last evaluation: "
+                f"{_fc_words(e, self.level)}"
+            )
+            advice = ENDED
         elif status == FINISHED:
             advice, reason = FINISHED, f"reached the budget; forecast {_fc_words(e)}"
         elif e.name == leader:
@@ -1074,6 +1092,11 @@ class Race:
             "p_best": pb,
             "reason": reason,
         }
+
+
+def _times(budget: float, now: float) -> str:
+    """How far past a run's last evaluation the budget lies, as a factor ("4.9x")."""
+    return f"{budget / now:.1f}x" if now > 0 else "from no compute"
 
 
 def _range(fit) -> tuple[float, float]:
@@ -1155,6 +1178,10 @@ def plot_race(
         if stopped:
             at = min(report.stop_compute.get(r, math.inf) for r in row["runs"])
             label = f"{name}: stopped at {at / report.budget:.0%}"
+        elif row["advice"] == ENDED:
+            label = f"{name}: ended at {row['fraction']:.0%} (forecast to the budget)"
+            if name == report.leader:
+                label += " (leader)"
         for j, (_, g) in enumerate(pts.groupby("run", sort=False)):
             kw = dict(color=color, alpha=0.45 if stopped else 0.8, label=label if j == 0 else None)
             if dense:
@@ -1203,4 +1230,4 @@ def plot_race(
     return fig
 
 
-__all__ = ["ADVICE", "Race", "RaceReport", "plot_race"]
+__all__ = ["ADVICE", "ENDED", "Race", "RaceReport", "plot_race"]

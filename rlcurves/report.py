@@ -35,7 +35,8 @@ margin-top:1.6em} h3{margin-bottom:0.3em}
 pre{background:#f6f6f6;padding:0.6em;overflow-x:auto;font-size:0.85em;white-space:pre-wrap}
 .muted{color:#666;font-size:0.9em} .figures{display:flex;flex-wrap:wrap;gap:1em}
 .figures figure{margin:0;flex:1 1 460px} figcaption{font-size:0.85em;color:#555}
-nav a{margin-right:1em}
+nav a{margin-right:1em} .notes{font-size:0.9em}
+.warn{background:#fff4e5;border-left:4px solid #E69F00;padding:0.3em 0.6em}
 """
 
 
@@ -158,11 +159,11 @@ def build_report(
         at = budget if budget is not None else 2 * end
         start = float(fit.fit_compute.min())
         grid = np.linspace(start, max(at, end), 160)
-        band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False)
+        band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False, band=True)
         points = forecast(fit, sorted({end, at}), level=level, n=n_samples, seed=seed,
                           progress=False)  # fmt: skip
-        unit = df.attrs.get("compute_unit") or "compute"
-        fig = plot_forecast(fit, band, compute_label=f"compute ({unit})", reward_label="reward")
+        # the axes as the backtest's figure names them: the compute unit, the reward column
+        fig = plot_forecast(fit, band)
         fig.axes[0].set_title(f"{name}: fit and forecast", fontsize=10)
         figs = [
             "<figure>"
@@ -175,13 +176,7 @@ def build_report(
             bt = backtest("compute", "reward", data=df, fractions=fractions, level=level,
                           n_samples=n_samples, seed=seed, label=name, progress=False,
                           min_compute=fit_kws.get("min_compute"), r0=fit_kws.get("r0"))  # fmt: skip
-            cols = ["fraction", "fit_to", "n_points", "forecast", "forecast_lower",
-                    "forecast_upper", "final_fit", "error", "covered", "A", "note"]  # fmt: skip
-            bt_html = (
-                f"<h3>Backtest</h3><p class='muted'>Refits on the first {fractions} of the run's "
-                "compute, each forecasting the run's final value; scored against the whole "
-                "run's fit there.</p>" + h.frame_table(bt.table[cols])
-            )
+            bt_html = _backtest_html(bt)
             bfig = bt.plot()
             figs.append(
                 "<figure>" + h.figure_img(bfig, alt=f"{name}: backtest") + "<figcaption>"
@@ -192,10 +187,22 @@ def build_report(
         cleaning = (
             describe_log(df) if df.attrs.get("runs") else "(not read by read_log: no account)"
         )
+        extrapolated = ""
+        if at > end * (1 + 1e-9):  # the value at the budget is not seen: say how far it reaches
+            extrapolated = (
+                f"<p class='warn'>{h.esc(name)}'s evaluations end at C = "
+                f"{h.esc(format_compute(end))}"
+                + (f", {end / at:.0%} of the budget" if budget is not None else "")
+                + f": its value at C = {h.esc(format_compute(at))} is a forecast, extrapolated "
+                f"{at / end:.1f}x past its last evaluation.</p>"
+                if end > 0
+                else ""
+            )
         sections.append(
             f'<section id="run-{h.esc(name)}"><h2>{h.esc(name)}</h2>'
             f"<h3>The log and its cleaning</h3><pre>{h.esc(cleaning)}</pre>"
-            f"<h3>Fit</h3>{h.fit_html(fit)}<h3>Forecast</h3>{h.forecast_html(points)}"
+            f"<h3>Fit</h3>{h.fit_html(fit)}<h3>Forecast</h3>{extrapolated}"
+            f"{h.forecast_html(points)}"
             f'<div class="figures">{"".join(figs)}</div>{bt_html}</section>'
         )
         plt.close("all")
@@ -215,7 +222,15 @@ def build_report(
             "</figure></div></section>",
         )
     prov = provenance(runs, command)
-    files = [[f["run"], f["file"], f["bytes"], f["sha256"]] for f in prov["files"]]
+    files = [  # a path and a 64-digit hash wrap inside their cells, not past the page
+        [
+            f["run"],
+            h.Html(f"<span style='overflow-wrap:anywhere'>{h.esc(f['file'])}</span>"),
+            f["bytes"],
+            h.Html(f"<code style='word-break:break-all'>{h.esc(f['sha256'])}</code>"),
+        ]
+        for f in prov["files"]
+    ]
     versions = [[k, v] for k, v in prov["versions"].items()]
     prov_html = (
         '<section id="provenance"><h2>Provenance</h2>'
@@ -242,6 +257,53 @@ def build_report(
         + prov_html
         + "</body></html>\n"
     )
+
+
+def _backtest_html(bt) -> str:
+    """The backtest: its table (a refused, unbounded forecast shown as refused, a miss), the
+    coverage, and each prefix's note as a numbered line below the table, not a column."""
+    t = bt.table
+    refused_rows = t["refused"].fillna(False).to_numpy(dtype=bool)
+    covered = [
+        "refused" if r else "" if pd.isna(c) else "yes" if c else "no"
+        for c, r in zip(t["covered"], refused_rows, strict=True)
+    ]
+    table = pd.DataFrame(
+        {
+            "fit on": [f"{f:.0%}" for f in t["fraction"]],
+            "fit to": [format_compute(c) for c in t["fit_to"]],
+            "points": ["" if pd.isna(n) else int(n) for n in t["n_points"]],
+            "forecast": t["forecast"],
+            "lower": t["forecast_lower"].where(~refused_rows),
+            "upper": t["forecast_upper"].where(~refused_rows),
+            "whole-run fit": t["final_fit"],
+            "error": t["error"],
+            "covered": covered,
+            "A": t["A"],
+            "note": [f"[{i + 1}]" if n else "" for i, n in enumerate(t["note"])],
+        }
+    )
+    notes = "".join(f"<li value='{i + 1}'>{h.esc(n)}</li>" for i, n in enumerate(t["note"]) if n)
+    cov = bt.coverage
+    refused = int(refused_rows.sum())
+    return (
+        f"<h3>Backtest</h3><p class='muted'>Refits on the first "
+        f"{_fractions_words(list(t['fraction']))} of the run's compute, each forecasting the "
+        f"run's final value ({bt.level:.0%} intervals); scored against the whole run's fit "
+        "there. A refused forecast (an unbounded interval: too few points to estimate the noise) "
+        "covers nothing and counts as a miss.</p>"
+        + h.frame_table(table)
+        + f"<p>coverage: forecast {cov['forecast']:.0%} of {len(t.dropna(subset=['forecast']))}"
+        + (f" ({refused} refused, counted as misses)" if refused else "")
+        + f", A {cov['A']:.0%}</p>"
+        + (f"<ol class='notes'>{notes}</ol>" if notes else "")
+    )
+
+
+def _fractions_words(fractions: Sequence[float]) -> str:
+    """0.25, 0.5, 0.75 -> "25%, 50% and 75%"."""
+    words = [f"{f:.0%}" for f in fractions]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def write_report(

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ._samples import tails
 from .errors import RLCurvesError
@@ -380,6 +379,8 @@ def welch_difference(x: np.ndarray, y: np.ndarray, level: float = 0.9) -> dict[s
         ``df``, ``se``, ``p_greater`` (the t distribution's probability that the difference is
         above 0; 0.5 when the standard error is 0 and the means are equal).
     """
+    from scipy import stats
+
     tails(level)
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -445,6 +446,8 @@ def paired_differences(baseline: RunsFit, variant: RunsFit, *, level: float = 0.
     >>> list(diff.columns)
     ['parameter', 'mean', 'lower', 'upper', 'pairs', 'per_pair']
     """
+    from scipy import stats
+
     tails(level)
     if not baseline.per_run or not variant.per_run:
         raise RLCurvesError(

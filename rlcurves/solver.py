@@ -21,7 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _kernels as K
+from ._warmup import notice_if_cold
 from .model import fraction_of_gain, jacobian_internal
+
+# a fresh install's first fit compiles the kernels (tens of seconds): say so before it happens
+notice_if_cold()
 
 
 @dataclass

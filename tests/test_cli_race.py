@@ -67,10 +67,17 @@ def test_race_command_misspecification_flag(logs, capsys):
     assert "--misspecification: invalid choice: 'run'" in capsys.readouterr().err
 
 
-def test_race_command_seeds_in_one_log_race_as_one_recipe(tmp_path, capsys):
+def test_race_command_seeds_of_a_recipe_race_as_one_entry(tmp_path, capsys):
+    """--seeds-of COLUMN: the runs sharing a value of COLUMN race as one entry (without it each
+    run is a sweep member of its own: tests/test_cli_first_hour_again.py)."""
     frames = [
         pd.DataFrame(
-            {"run": f"{name}-s{seed}", "step": list(STEPS), "val_acc": reward(name, STEPS, seed)}
+            {
+                "run": f"{name}-s{seed}",
+                "recipe": name,
+                "step": list(STEPS),
+                "val_acc": reward(name, STEPS, seed),
+            }
         )
         for name in ("late", "loser")
         for seed in (0, 1)
@@ -94,6 +101,8 @@ def test_race_command_seeds_in_one_log_race_as_one_recipe(tmp_path, capsys):
             "val_acc",
             "--run",
             "run",
+            "--seeds-of",
+            "recipe",
             "--rungs",
             "10",
             "--no-plot",
@@ -104,8 +113,8 @@ def test_race_command_seeds_in_one_log_race_as_one_recipe(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     stop_line = next(line for line in out.splitlines() if line.startswith("stop now:"))
-    assert stop_line.split()[2:] == ["loser/loser-s0", "loser/loser-s1"]
-    assert '"runs": [\n      "late/late-s0",\n      "late/late-s1"\n    ]' in out
+    assert stop_line.split()[2:] == ["loser-s0", "loser-s1"]
+    assert '"runs": [\n      "late-s0",\n      "late-s1"\n    ]' in out
 
 
 @pytest.mark.parametrize(
@@ -157,4 +166,4 @@ def test_race_command_needs_two_runs(logs, capsys):
         )
         == 2
     )
-    assert "at least two runs" in capsys.readouterr().err
+    assert "at least two racers" in capsys.readouterr().err

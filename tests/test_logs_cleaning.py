@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlcurves.errors import RLCurvesError
+from rlcurves.errors import DataRepairWarning, RLCurvesError
 from rlcurves.logs import read_log, read_logs, read_wandb_run
 
 DATA = Path(__file__).parent / "data" / "logs"
@@ -294,7 +294,9 @@ def test_no_recognizable_reward_asks_for_reward(tmp_path):
     pd.DataFrame({"step": [1], "gpu_hours": [1.0], "score": [0.3]}).to_csv(
         tmp_path / "run.csv", index=False
     )
-    with pytest.raises(RLCurvesError, match=r"Pass reward='<column>'"):
+    with pytest.raises(
+        RLCurvesError, match=r"could be the reward: \['score'\]. Pass reward='score'"
+    ):
         read_log(tmp_path / "run.csv")
 
 
@@ -439,11 +441,20 @@ def test_one_run_name_for_a_file_of_several_runs_is_refused():
 
 
 def test_a_reward_column_with_text_names_the_bad_value(tmp_path):
+    """A text cell among numbers drops its row, named with its text, with a warning (issue 39);
+    a column of text only is no reward, and the error shows its first value."""
     (tmp_path / "run.csv").write_text("step,gpu_hours,val_reward\n1,1,0.1\n2,2,0.2 (best)\n")
-    with pytest.raises(RLCurvesError, match=r"first other value: '0\.2 \(best\)'"):
-        read_log(tmp_path / "run.csv", reward="val_reward")
+    for kws in ({"reward": "val_reward"}, {}):
+        with pytest.warns(DataRepairWarning, match=r"step 2 \('0\.2 \(best\)'\)"):
+            df = read_log(tmp_path / "run.csv", **kws)
+        assert df["reward"].tolist() == [0.1]
+        (entry,) = [e for e in df.attrs["cleaning"] if e["step"] == "drop_text_reward"]
+        assert entry["rows"] == 1 and "'val_reward' holds text" in entry["detail"]
+    (tmp_path / "text.csv").write_text("step,gpu_hours,val_reward\n1,1,low\n2,2,high\n")
+    with pytest.raises(RLCurvesError, match=r"holds no numbers \(first value: 'low'\)"):
+        read_log(tmp_path / "text.csv", reward="val_reward")
     with pytest.raises(RLCurvesError, match=r"'val_reward' would be the reward but holds text"):
-        read_log(tmp_path / "run.csv")
+        read_log(tmp_path / "text.csv")
 
 
 def test_read_log_takes_a_wandb_run_path(monkeypatch):

@@ -129,7 +129,39 @@ def test_off_policy_rounds_are_frozen_then_pushed_once():
         src.push({"w": torch.zeros(1)}, version=step)
     assert lags == [0, 1, 2, 3, 0, 1, 2, 3, 0, 1]  # k updates per frozen round, last one cut
     assert gen.pushes == [4, 8]  # one push per round, never within one
-    assert gen.calls == 10
+    assert gen.calls == 3  # one generate call per round
+
+
+def test_regression_ppo_off_policy_generates_a_round_in_one_call():
+    """PPO-off-policy-k made k generate calls per round, one after another, each waiting for
+    its slowest sequence; the round's k x P prompts now go to the generator in one call, and
+    the batches are the pool's draws, in order, each with its own prompts' groups."""
+
+    class Recording(FakeGenerator):
+        def __init__(self):
+            super().__init__()
+            self.prompts = []
+
+        def generate(self, prompts, n, *, max_new_tokens, temperature=1.0):
+            self.calls += 1
+            self.prompts.append([p[0] for p in prompts])
+            # each completion carries its prompt, so a misaligned split shows
+            return [[Completion([p[0]], [-0.5], [self.version], False)] * n for p in prompts]
+
+    k, cfg = 3, fake_cfg(steps=7)
+    gen = Recording()
+    pool = PromptPool(50, seed=0, positive_threshold=None)
+    reference = PromptPool(50, seed=0, positive_threshold=None)  # the draws the steps make
+    src = OffPolicyRollouts(gen, SharedPool(pool), [[i] for i in range(50)], cfg, k)
+    for step in range(1, 8):
+        batch = src.next_batch(step)
+        assert batch.indices == reference.next_batch(cfg.prompts_per_step)
+        assert [g[0].tokens[0] for g in batch.groups] == batch.indices
+        assert all(len(g) == cfg.generations for g in batch.groups)
+        src.push({"w": torch.zeros(1)}, version=step)
+    # rounds of 3, 3 and the last step alone: one call each, with all of the round's prompts
+    assert gen.calls == 3
+    assert [len(p) for p in gen.prompts] == [k * cfg.prompts_per_step] * 2 + [cfg.prompts_per_step]
 
 
 def test_a_failed_push_is_never_silent():
@@ -293,8 +325,8 @@ def test_the_loop_gathers_weights_only_when_the_generator_uses_them(
 
     real, reads = distributed.model_weights, []
 
-    def counting(model, ranks):
-        weights = real(model, ranks)
+    def counting(model, ranks, dtype=None):
+        weights = real(model, ranks, dtype)
         inner = weights._items
 
         def items():

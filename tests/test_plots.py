@@ -67,9 +67,10 @@ def test_plot_fit_with_forecast_band(half_fit, tmp_path):
     out = P.plot_fit(half_fit, ax=ax, band=fc)
     assert out is fig
     bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
-    # prediction band and curve band from the Forecast
+    # prediction band (a faint fill, its edges dotted lines) and curve band from the Forecast
     labels = [b.get_label() for b in bands]
-    assert any("prediction" in s for s in labels) and any("interval" in s for s in labels)
+    assert len(bands) >= 2 and any("interval" in s for s in labels)
+    assert any("prediction" in str(ln.get_label()) for ln in ax.lines)
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "held out (after the fit window)" in legend and "excluded from fit" in legend
     assert "extrapolation" in legend

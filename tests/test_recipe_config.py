@@ -117,6 +117,16 @@ def test_issue14_settings_are_validated():
             C.from_dict(bad)
 
 
+@pytest.mark.parametrize("mode", ["sync", "ppo-off-policy", "pipeline"])
+def test_regression_every_mode_takes_nccl_weight_pushes(mode):
+    """weight_transfer=nccl was refused outside pipeline mode, so sync and PPO-off-policy
+    pushed by RPC at any scale and their gpu_hours carried that push time."""
+    cfg = C.from_dict({"generator": "vllm", "mode": mode, "weight_transfer": "nccl"})
+    assert cfg.weight_transfer == "nccl"
+    with pytest.raises(ConfigError, match="'weight_transfer' = 'nccl' needs generator=vllm"):
+        C.from_dict({"generator": "torch", "mode": mode, "weight_transfer": "nccl"})
+
+
 def test_issue15_settings_are_validated():
     ok = C.from_dict({"generator": "vllm", "generators": 6, "device": "cuda",
                       "generator_devices": [2, 3, 4, 5, 6, 7], "dist_timeout": 60})  # fmt: skip

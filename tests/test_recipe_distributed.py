@@ -491,3 +491,114 @@ def test_the_sharded_bf16_trainer_keeps_the_residual_stream_in_fp32(tmp_path, in
     assert proc.returncode == 0, proc.stderr[-3000:]
     dtypes = dict(line.split() for line in proc.stdout.splitlines()[-2:])
     assert dtypes == {"recipe": "torch.float32", "fsdp-default": "torch.bfloat16"}
+
+
+# A 2-rank launch on a tied tiny Qwen2: only rank 0 reads the weights; every rank's shards and
+# buffers come from them; a push gathers each parameter once, cast to bf16 before the gather,
+# with the tied head riding on the embedding's gather; a push rank 0 refuses ends both ranks.
+SHARDED_PUSH = """
+import json, sys, time, torch
+from pathlib import Path
+import transformers
+from recipe import config as C, distributed
+from recipe.forward import completion_logprobs, resolve_device
+from recipe.generate_vllm import WeightPushError
+from recipe.pipeline import GeneratorFailed
+from recipe.run import setup, shard
+from torch.distributed.tensor import DTensor
+
+out, cfg = Path(sys.argv[1]), C.from_dict(json.loads(sys.argv[2]))
+torch.set_num_threads(1)
+ranks = distributed.init(resolve_device("cpu"), timeout=1800)
+if not ranks.main:  # rank 1 must never read the checkpoint
+    def refuse(*a, **k):
+        raise AssertionError("rank 1 loaded the weights")
+    transformers.AutoModelForCausalLM.from_pretrained = refuse
+s = setup(cfg, out, ranks)
+meta = all(p.is_meta for p in s.model.parameters())
+shard(cfg, s)
+tied = s.model.lm_head.weight is s.model.model.embed_tokens.weight
+result = {"meta_before_shard": meta, "tied": tied}
+torch.save({n: b.clone() for n, b in s.model.named_buffers()}, out / f"buffers-{ranks.rank}.pt")
+with torch.no_grad():  # the same forward on both ranks (an FSDP collective)
+    logp, _ = completion_logprobs(s.model, s.train_ids[:2], [[5, 6, 7]] * 2, fp32_head=True,
+                                  temperature=1.0, pad_id=s.tokenizer.pad_token_id)
+result["logp"] = logp.tolist()
+gathers = []
+real = DTensor.full_tensor
+def counted(self, *a, **k):
+    gathers.append(self.dtype)
+    return real(self, *a, **k)
+DTensor.full_tensor = counted
+weights = distributed.model_weights(s.model, ranks, torch.bfloat16)
+got = {}
+distributed.hand_over(weights, (lambda w: got.update(dict(w.items()))) if ranks.main else None,
+                      ranks)
+result["gathers"] = [str(d) for d in gathers]
+result["names"] = list(got)
+result["shapes"] = list(weights.shapes)
+if ranks.main:
+    torch.save({k: v.clone() for k, v in got.items()}, out / "pushed.pt")
+# a push that rank 0 refuses before reading: every rank stops at once
+weights = distributed.model_weights(s.model, ranks, torch.bfloat16)
+def refuse_push(w):
+    raise WeightPushError("weight push refused: contains NaN or inf")
+start = time.perf_counter()
+try:
+    distributed.hand_over(weights, refuse_push if ranks.main else None, ranks)
+    result["refused"] = None
+except (GeneratorFailed, WeightPushError) as err:
+    result["refused"] = type(err).__name__ + ": " + str(err)
+result["refuse_seconds"] = time.perf_counter() - start
+(out / f"result-{ranks.rank}.json").write_text(json.dumps(result))
+distributed.barrier(ranks)
+distributed.close(ranks)
+distributed.end_process()
+"""
+
+
+# ~25 s (one 2-rank launch)
+def test_a_sharded_push_gathers_each_parameter_once_in_the_engine_dtype(tmp_path):
+    from recipe.model import load_policy
+
+    folder = recipe_helpers.build_hf_folder("qwen2", tmp_path / "model")
+    cfg = recipe_helpers.hf_cfg(folder)
+    values = {f: getattr(cfg, f) for f in ("init", "task", "chat_template", "val_prompts",
+                                            "threads", "device")}  # fmt: skip
+    script = tmp_path / "push.py"
+    script.write_text(SHARDED_PUSH)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    env.pop("WORLD_SIZE", None)
+    proc = subprocess.run(
+        [*TORCHRUN, str(script), str(tmp_path), json.dumps(values)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r0, r1 = (json.loads((tmp_path / f"result-{r}.json").read_text()) for r in (0, 1))
+    # rank 1 built the model on the meta device and never read the weights (patched to fail)
+    assert r1["meta_before_shard"] and not r0["meta_before_shard"]
+    assert r0["tied"] and r1["tied"]
+    reference = load_policy(folder)[0]
+    # its buffers (rotary frequencies: in no state dict) and its forward are rank 0's
+    b0, b1 = (torch.load(tmp_path / f"buffers-{r}.pt", weights_only=True) for r in (0, 1))
+    for name, buf in reference.named_buffers():
+        assert torch.equal(b0[name], buf) and torch.equal(b1[name], buf), name
+    assert r1["logp"] == r0["logp"]
+    # the push: every parameter gathered once, in bf16; the tied head right after the
+    # embedding it shares, never gathered on its own
+    state = reference.state_dict()
+    unique = len(list(reference.parameters()))
+    assert len(state) == unique + 1  # lm_head.weight is the embedding
+    assert r0["gathers"] == r1["gathers"] == ["torch.bfloat16"] * unique
+    names = r0["names"]
+    assert sorted(names) == sorted(state) and names == r0["shapes"]
+    assert names[names.index("model.embed_tokens.weight") + 1] == "lm_head.weight"
+    pushed = torch.load(tmp_path / "pushed.pt", weights_only=True)
+    for name, value in state.items():
+        assert pushed[name].dtype == torch.bfloat16
+        assert torch.equal(pushed[name], value.to(torch.bfloat16)), name
+    # rank 0 refused the push before reading it: rank 1 stopped with it, without a wait in a
+    # gather (dist_timeout is 1800 s)
+    assert r0["refused"].startswith("WeightPushError")
+    assert r1["refused"].startswith("GeneratorFailed: rank 0 refused the weight push")
+    assert r1["refuse_seconds"] < 60

@@ -12,6 +12,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,9 @@ import torch
 from weight_group_fakes import FakeGroupEngine
 
 from recipe.engines import MultiEngineGenerator
-from recipe.generate_vllm import WeightPushError
-from recipe.weight_broadcast import GlooTransport, WeightBroadcast
+from recipe.generate_vllm import GeneratorBrokenError, WeightPushError
+from recipe.pipeline import GeneratorFailed, push
+from recipe.weight_broadcast import BroadcastFailed, GlooTransport, WeightBroadcast
 from recipe.weights import Weights
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,6 +103,50 @@ def test_a_stream_is_read_once_and_a_failed_round_breaks_every_engine():
         gen.close()
 
 
+def test_regression_a_tied_head_is_not_broadcast():
+    """With tied embeddings vLLM's loader drops ``lm_head.weight``: it was broadcast anyway
+    (0.27 GB a push for Qwen2.5); now it is neither announced nor sent."""
+    tied = {"lm_head.weight"}
+    engines = [FakeGroupEngine(1, omittable=tied), FakeGroupEngine(1, omittable=tied)]
+    group = WeightBroadcast(engines, dtype=torch.float32, device="cpu", transport=GlooTransport)
+    gen = MultiEngineGenerator(engines, group)
+    try:
+        state = {**_weights(0), "lm_head.weight": torch.randn(7, 4)}
+        gen.push_weights(state, 1)
+        assert group.sender.sent == len(state) - 1
+        for e in engines:
+            assert e.received[0].keys() == state.keys() - tied
+            assert e.version == 1
+    finally:
+        gen.close()
+
+
+def test_regression_a_round_that_never_finishes_times_out_and_is_fatal():
+    """vLLM's NCCL communicator has no timeout: an engine worker that died mid-broadcast left
+    the trainer blocked forever. The round now gives up after ``timeout`` seconds; the engines
+    are marked broken and the error is fatal (the process ends:
+    test_regression_a_fatal_push_ends_the_process)."""
+    never = threading.Event()
+    engines = [FakeGroupEngine(1, timeout=30), FakeGroupEngine(1, timeout=30, stuck=never)]
+    group = WeightBroadcast(
+        engines, dtype=torch.float32, device="cpu", transport=GlooTransport, timeout=3
+    )
+    gen = MultiEngineGenerator(engines, group)
+    try:
+        start = time.perf_counter()
+        with pytest.raises(GeneratorFailed, match=r"did not finish in 3 s") as info:
+            push(gen, _weights(0), 1)
+        assert time.perf_counter() - start < 20
+        assert info.value.fatal  # cli.end_now ends the process
+        assert isinstance(group.broken, BroadcastFailed)
+        assert all(e.events[-1] == "fail" and e.version == 0 for e in engines)
+        with pytest.raises(GeneratorBrokenError, match="no longer hold the same weights"):
+            gen.push_weights(_weights(1), 2)
+    finally:
+        never.set()
+        gen.close()
+
+
 # One push from a 2-rank FSDP2 trainer: rank 0 holds the fake engines and the group; rank 1
 # only joins the per-parameter gathers (full_tensor) of the stream. No full state dict is built.
 SHARDED = """
@@ -110,7 +157,8 @@ from weight_group_fakes import FakeGroupEngine
 from recipe import config as C, distributed
 from recipe.forward import resolve_device
 from recipe.run import setup, shard
-from recipe.weight_broadcast import GlooTransport, WeightBroadcast
+from recipe.pipeline import GeneratorFailed, push
+from recipe.weight_broadcast import BroadcastFailed, GlooTransport, WeightBroadcast
 import torch.distributed.checkpoint.state_dict as dcp_sd
 
 out = Path(sys.argv[1])
@@ -160,3 +208,37 @@ def test_a_sharded_trainer_streams_each_parameter_once_to_every_engine(tmp_path,
     assert result["ok"], "an engine worker received weights that differ from the model's"
     assert result["sent"] == result["tensors"]  # once each, for 2 engines of 3 workers
     assert result["versions"] == [1, 1]
+
+
+# A run whose push failed midway: a thread still waits in the round (as vLLM's trainer engine
+# leaves its RPC thread, and the engines client its calls); the interpreter's exit would join it
+END_AFTER_FATAL = """
+import sys, threading
+from concurrent.futures import ThreadPoolExecutor
+import recipe.train
+from recipe import cli
+from recipe.pipeline import GeneratorFailed
+
+def run(cfg, out, **kw):
+    ThreadPoolExecutor(1).submit(threading.Event().wait)  # joined at exit: forever
+    raise GeneratorFailed("weight push of policy version 3 failed: the round timed out",
+                          fatal=True)
+
+recipe.train.run = run
+cli.main(["--out", sys.argv[1], "--set", "steps=1"])
+"""
+
+
+def test_regression_a_fatal_push_ends_the_process(tmp_path):
+    """After a weight round that failed midway the process hung at exit, joining the thread
+    stuck in the round; it now ends with exit status 1 and the message."""
+    script = tmp_path / "fatal.py"
+    script.write_text(END_AFTER_FATAL)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "run")], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert "run stopped: weight push of policy version 3 failed" in proc.stderr
+    assert "continue with --resume" in proc.stderr

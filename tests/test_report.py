@@ -123,3 +123,72 @@ def test_report_renders_in_headless_chromium(browser, report_path):
     assert 0.5 < gray.mean() < 0.99  # mostly white page with text, tables and a figure
     assert (gray < 0.3).mean() > 0.005  # dark pixels: text was drawn
     assert np.unique(img[..., :3].reshape(-1, 3), axis=0).shape[0] > 50  # a figure's colours
+
+
+# ---- at 1280 px: the main job's figures and a report, nothing wider than the page (issue 39) --
+PAGE_WIDTH = 1280
+
+
+def _layout(b: Browser, url: str) -> dict:
+    """Load ``url`` at 1280x900 and measure: the page's scroll width, each table's and image's
+    right edge, and whether every image decoded."""
+    for domain in ("Page", "Runtime"):
+        b.call(f"{domain}.enable")
+    b.events.clear()
+    b.call("Emulation.setDeviceMetricsOverride", width=PAGE_WIDTH, height=900,
+           deviceScaleFactor=1, mobile=False)  # fmt: skip
+    b.call("Page.navigate", url=url)
+    b.wait_for("Page.loadEventFired")
+    js = (
+        "JSON.stringify({scroll: document.documentElement.scrollWidth,"
+        " tables: Array.from(document.querySelectorAll('table')).map("
+        "t => [t.getBoundingClientRect().right, t.innerText.slice(0, 40)]),"
+        " images: Array.from(document.images).map("
+        "i => [i.complete && i.naturalWidth > 100, i.getBoundingClientRect().right])})"
+    )
+    return json.loads(
+        b.call("Runtime.evaluate", expression=js, returnByValue=True)["result"]["value"]
+    )
+
+
+@pytest.fixture(scope="module")
+def main_job(tmp_path_factory):
+    """The figures of `make demo` (its three commands, read from the Makefile) and a report of
+    the leave-one-out runs it compares."""
+    from test_cli_first_hour_again import _demo_commands
+
+    out = tmp_path_factory.mktemp("main_job")
+    for argv in _demo_commands():
+        argv[argv.index("--out") + 1] = str(out)
+        assert main(argv) == 0
+    report = out / "report.html"
+    runs = [str(RUNS / n) for n in ("recipe_loo_scalerl", "recipe_loo_dapo", "recipe_loo_bf16",
+                                    "recipe_loo_pipeline_rl")]  # fmt: skip
+    assert main(["report", *runs, "--compute", "tokens_total", "--n-samples", "100", "-o",
+                 str(report), "-q"]) == 0  # fmt: skip
+    return out
+
+
+@pytest.mark.slow
+def test_regression_main_job_and_report_fit_a_1280px_page(browser, main_job):
+    """The report's comparison and data-file tables ran off the page (delta_A and sha256 cut
+    off); at 1280 px no table and no figure is wider than the page."""
+    figures = sorted(main_job.glob("*.png"))
+    assert len(figures) >= 6  # forecasts, comparisons, the study's comparisons
+    page = main_job / "figures.html"
+    page.write_text(
+        "<!DOCTYPE html><html><body style='margin:8px'>"
+        + "".join(f"<p><img src='{f.name}' style='max-width:100%'></p>" for f in figures)
+        + "</body></html>"
+    )
+    seen = _layout(browser, page.as_uri())
+    assert len(seen["images"]) == len(figures)
+    assert all(ok for ok, _ in seen["images"]), seen["images"]
+    assert seen["scroll"] <= PAGE_WIDTH and all(r <= PAGE_WIDTH for _, r in seen["images"])
+    for png in figures:  # each figure as it is, at its own size, fits the page too
+        assert _layout(browser, png.as_uri())["scroll"] <= PAGE_WIDTH, png.name
+    seen = _layout(browser, (main_job / "report.html").as_uri())
+    assert len(seen["tables"]) >= 8
+    wide = [(right, text) for right, text in seen["tables"] if right > PAGE_WIDTH]
+    assert wide == [], wide
+    assert seen["scroll"] <= PAGE_WIDTH

@@ -209,3 +209,34 @@ def test_demo_long_study_on_gpu_hours_compares_on_own_ranges_when_the_common_one
     assert "[[Paired-seed study]]" in out
     assert "(compared on the cells' own ranges:" in out
     assert "paired pipe8 - ppo8, A:" in out and "paired ppo8 - sync, A:" in out
+
+
+def test_the_one_call_rerun_is_what_its_page_quotes(tmp_path):
+    """Issue 44's rerun of the long study against the one-call PPO-off-policy-8 (seeds 0 and 1,
+    logs in benchmarks/results/study_long_one_call/): the table script reproduces the committed
+    numbers, and the study's page (docs/studies/long_completions.md) quotes its ratios."""
+    out = tmp_path / "one_call.json"
+    runs = "benchmarks/results/study_long_one_call"
+    pairs = ["--pair", "ppo8=sync", "--pair", "pipe8=ppo8", "--pair", "pipe8=sync"]
+    proc = subprocess.run(
+        [sys.executable, "scripts/study_table.py", runs, "--study", "long", *pairs,
+         "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    numbers = json.loads(out.read_text())
+    committed = json.loads((ROOT / f"{runs}.json").read_text())
+    readme = (ROOT / "docs" / "studies" / "long_completions.md").read_text()
+    for pair, values in numbers["pairs_long"].items():
+        for key, value in values.items():
+            assert committed["pairs_long"][pair][key] == pytest.approx(value, rel=1e-6)
+        variant, base = pair.split(" vs ")
+        per_seed = [
+            a / b
+            for a, b in zip(numbers["cells"][variant]["time"]["gpu_hours"],
+                            numbers["cells"][base]["time"]["gpu_hours"], strict=True)
+        ]  # fmt: skip
+        r = values["gpu_hours_ratio"]
+        seeds = ", ".join(f"{x:.2f}" for x in per_seed)
+        assert f"({seeds}) [{r[1]:.2f}, {r[2]:.2f}]" in readme, pair
+    assert all(len(c["runs"]) == 2 for c in numbers["cells"].values())

@@ -18,13 +18,24 @@ from recipe.weight_broadcast import gloo_broadcast, gloo_group
 
 
 class FakeGroupEngine:
-    def __init__(self, workers: int, *, dtype=torch.bfloat16, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        workers: int,
+        *,
+        dtype=torch.bfloat16,
+        timeout: float = 60.0,
+        omittable=(),
+        stuck: threading.Event | None = None,
+    ) -> None:
         self.weight_workers, self.dtype, self.timeout = workers, dtype, timeout
+        self.omittable = set(omittable)  # names the engine's loader drops (a tied head)
+        self.stuck = stuck  # set: update_weights waits for it instead of receiving (a dead worker)
         self.version = 0
         self.events: list[str] = []
         self.groups: list = [None] * workers
         self.received: list[dict[str, torch.Tensor]] = [{} for _ in range(workers)]
         self.rank_offset: int | None = None
+        self.init_info: dict | None = None
         self.broadcast = None
 
     def _on_workers(self, work) -> None:
@@ -46,6 +57,7 @@ class FakeGroupEngine:
             raise errors[0]
 
     def init_weight_transfer(self, info: dict) -> None:
+        self.init_info = dict(info)
         self.rank_offset = info["rank_offset"]
         self.events.append("init")
 
@@ -62,6 +74,9 @@ class FakeGroupEngine:
 
     def update_weights(self, info: dict) -> None:
         self.events.append("update")
+        if self.stuck is not None:
+            self.stuck.wait()
+            return
 
         def receive(i: int) -> None:
             for name, dtype, shape in zip(
@@ -95,3 +110,47 @@ class FakeGroupEngine:
 
     def close(self) -> None:
         self.events.append("close")
+
+
+class FakeOfflineLLM:
+    """What :class:`~recipe.generate_vllm.VLLMGenerator` uses of ``vllm.LLM``, with the engine's
+    workers as threads in the weight group: ``collective_rpc`` of the workers' weight-transfer
+    methods runs them as vLLM's ``Worker`` would (``init_weight_transfer_engine(init_info)``,
+    ``start_weight_update()``, ``update_weights(update_info)``, ``finish_weight_update()``)."""
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+        workers = int(kwargs.get("tensor_parallel_size", 1))
+        self.workers = FakeGroupEngine(workers, dtype=getattr(torch, kwargs["dtype"]))
+        self.calls: list[str] = []
+        self.weight_version = None
+        llm = self
+
+        class Core:
+            def shutdown(self) -> None:
+                llm.calls.append("shutdown")
+
+        class Engine:
+            engine_core = Core()
+
+            def set_weight_version(self, version: str) -> None:
+                llm.weight_version = version
+
+        self.llm_engine = Engine()
+
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        self.calls.append(method)
+        kw = kwargs or {}
+        run = {
+            "init_weight_transfer_engine": lambda: self.workers.init_weight_transfer(
+                kw["init_info"]
+            ),
+            "start_weight_update": self.workers.start_weight_update,
+            "update_weights": lambda: self.workers.update_weights(kw["update_info"]),
+            "finish_weight_update": self.workers.finish_weight_update,
+        }[method]
+        run()
+        return [None] * self.workers.weight_workers
+
+    def reset_prefix_cache(self) -> None:
+        self.calls.append("reset_prefix_cache")

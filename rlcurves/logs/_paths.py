@@ -6,6 +6,23 @@ from pathlib import Path
 
 from ..errors import RLCurvesError
 
+# The formats read_log reads ("auto": detected); here, not beside the loaders, so that the command
+# line's parser lists them without loading pandas.
+FORMATS = (
+    "auto",
+    "csv",
+    "tsv",
+    "parquet",
+    "jsonl",
+    "json",
+    "verl",
+    "wandb",
+    "wandb-csv",
+    "tensorboard",
+    "trl",
+    "pipelinerl",
+    "recipe",
+)
 # Stems too generic to name a run: the folder above names it instead.
 GENERIC_STEMS = frozenset(
     {

@@ -32,6 +32,11 @@ class RawLog:
     nan_cells : dict
         Column -> boolean mask of cells *written* as NaN. A NaN elsewhere in ``frame`` means
         nothing was written there; the cleaning report counts the two apart.
+    text_cells : dict
+        Column -> object array of the text written where a number was expected (a placeholder
+        such as ``"n/a"``, or any other word), None elsewhere: those cells are missing in
+        ``frame`` once the column is read as numbers (:meth:`as_numbers`), and the cleaning
+        report names the rows it drops for them.
     reward_candidates : tuple of tuples of str
         Format-specific reward columns in ranks, best rank first, tried ahead of the generic
         ranks; detection refuses to choose between two present columns of one rank.
@@ -53,6 +58,7 @@ class RawLog:
     source: str
     run: str | None = None
     nan_cells: dict[str, np.ndarray] = field(default_factory=dict)
+    text_cells: dict[str, np.ndarray] = field(default_factory=dict)
     reward_candidates: tuple[tuple[str, ...], ...] = ()
     step_candidates: tuple[str, ...] = ()
     seconds_candidates: tuple[str, ...] = ()
@@ -68,6 +74,65 @@ class RawLog:
         if mask is None:
             return np.zeros(len(self.frame), dtype=bool)
         return mask
+
+    def written_text(self, column: str) -> np.ndarray:
+        """The text written in ``column`` where a number was expected (None elsewhere)."""
+        text = self.text_cells.get(column)
+        if text is None:
+            return np.full(len(self.frame), None, dtype=object)
+        return text
+
+    def as_numbers(self, column: str, *, min_share: float = 0.0) -> bool:
+        """Read a column that holds numbers and some text as numbers, in place.
+
+        Its text cells become missing values of ``frame`` and are recorded in ``text_cells``
+        (the cleaning report names the rows). Done only when at least one written cell, and at
+        least ``min_share`` of them, are numbers; returns whether the column is numeric now.
+        """
+        series = self.frame[column]
+        if pd.api.types.is_bool_dtype(series):
+            return False
+        if pd.api.types.is_numeric_dtype(series):
+            return True
+        values = np.full(len(series), np.nan)
+        text = self.written_text(column).copy()
+        written_nan = self.written_nan(column).copy()
+        numbers = words = 0
+        for i, cell in enumerate(series.to_numpy(dtype=object)):
+            if cell is None or (isinstance(cell, float) and math.isnan(cell)):
+                continue
+            number = _number_or_none(cell)
+            if number is None:
+                text[i] = str(cell)
+                words += 1
+                continue
+            values[i] = number
+            numbers += 1
+            written_nan[i] |= math.isnan(number)
+        if numbers == 0 or numbers < min_share * (numbers + words):
+            return False
+        self.frame[column] = values
+        self.text_cells[column] = text
+        if written_nan.any():
+            self.nan_cells[column] = written_nan
+        return True
+
+
+def _number_or_none(cell: object) -> float | None:
+    """A cell as a float (numbers, numeric text, "NaN"/"Infinity"), None if it is text."""
+    if isinstance(cell, (bool, np.bool_)):
+        return None
+    if isinstance(cell, (int, float, np.number)):
+        return float(cell)
+    if isinstance(cell, str):
+        word = cell.strip()
+        if word.lower() in NONFINITE_TEXT:
+            return NONFINITE_TEXT[word.lower()]
+        try:
+            return float(word)
+        except ValueError:
+            return None
+    return None
 
 
 # Non-finite numbers some JSON writers emit as strings (JSON itself has no NaN or Infinity).
@@ -134,18 +199,27 @@ def numeric_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def parse_text_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+def parse_text_table(
+    frame: pd.DataFrame,
+) -> tuple[pd.DataFrame, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Convert a table read as text (every cell a string or NA) into numbers where possible.
 
     A column becomes float when every written cell parses as a number (``nan``, ``inf`` and
     ``Infinity`` included); cells in :data:`MISSING_TEXT` are missing; cells that parse to NaN
-    are recorded as written NaNs.
+    are recorded as written NaNs. Returns the frame, the written NaNs and the placeholders
+    written (``"n/a"``, ``"null"``...: :attr:`RawLog.text_cells`), each by column.
     """
     out = frame.copy()
     nan_cells: dict[str, np.ndarray] = {}
+    text_cells: dict[str, np.ndarray] = {}
     for name in out.columns:
         text = out[name].astype("string").str.strip()
         missing = text.isna() | text.str.lower().isin(MISSING_TEXT)
+        placeholder = (missing & text.notna() & (text != "")).to_numpy(dtype=bool)
+        if placeholder.any():
+            words = np.full(len(text), None, dtype=object)
+            words[placeholder] = text[placeholder].to_numpy(dtype=object)
+            text_cells[name] = words
         written = text.where(~missing)
         numbers = pd.to_numeric(written, errors="coerce")
         lowered = written.str.lower()
@@ -157,7 +231,7 @@ def parse_text_table(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, np.nd
                 nan_cells[name] = written_nan.to_numpy(dtype=bool)
         else:
             out[name] = written.astype(object).where(~missing, None)
-    return out, nan_cells
+    return out, nan_cells, text_cells
 
 
 def flatten(record: dict, prefix: str = "") -> dict:
@@ -171,13 +245,18 @@ def flatten(record: dict, prefix: str = "") -> dict:
     return flat
 
 
-def concat_nan_cells(parts: list[pd.DataFrame], nan_parts: list[dict]) -> dict[str, np.ndarray]:
+def concat_nan_cells(
+    parts: list[pd.DataFrame], nan_parts: list[dict], *, fill: object = False
+) -> dict[str, np.ndarray]:
+    """Per-column cell masks (or text) of frames stacked in order; ``fill`` where a part has
+    none (False for masks, None for :attr:`RawLog.text_cells`)."""
     names = {n for cells in nan_parts for n in cells}
+    dtype = bool if fill is False else object
     out = {}
     for name in names:
         out[name] = np.concatenate(
             [
-                cells.get(name, np.zeros(len(part), dtype=bool))
+                cells.get(name, np.full(len(part), fill, dtype=dtype))
                 for part, cells in zip(parts, nan_parts, strict=False)
             ]
         )

@@ -1,18 +1,23 @@
 """Cleaning one run's records into a curve, every step counted in the report.
 
-Order: rows without the reward are dropped (sparse evaluation is normal); among the rest a step
+Order: rows whose reward cell holds text ("n/a", a typo) are dropped and named; rows without the
+reward are dropped (sparse evaluation is normal); among the rest a step
 written twice (a resumed run) keeps its later write; then rows whose reward was written as NaN or
 inf are dropped; then rows whose compute is a clock glitch (``compute.repair_restarts`` set it
-aside); last, rows left without a compute value. The compute axis itself was repaired
-before (``compute.repair_restarts``), on every record that carries it.
+aside); last, rows left without a compute value (those whose compute cell holds text named).
+The compute axis itself was repaired before (``compute.repair_restarts``), on every record that
+carries it.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-from ._raw import RawLog
+from ._raw import MISSING_TEXT, RawLog
 
 
 def _entry(step: str, rows: int, detail: str, **extra) -> dict:
@@ -25,6 +30,35 @@ def _steps_text(values: pd.Series, limit: int = 8) -> str:
     return f"{shown}{more}"
 
 
+def _where(frame: pd.DataFrame, step: str | None, texts: pd.Series, limit: int = 8) -> str:
+    """Rows named by their step (or their record number in the log) with the text written."""
+    named = []
+    for position, (index, text) in enumerate(texts.items()):
+        if position == limit:
+            named.append(f"and {len(texts) - limit} more")
+            break
+        at = frame.at[index, step] if step is not None else math.nan
+        if isinstance(at, (int, float, np.number)) and math.isfinite(at):
+            where = f"{step} {int(at) if float(at).is_integer() else float(at):g}"
+        else:
+            where = f"record {int(index) + 1}"
+        named.append(f"{where} ({text!r})")
+    return ", ".join(named)
+
+
+def _text_entry(step_name: str, column: str, what: str, frame, step, texts) -> dict:
+    words = texts[~texts.str.lower().isin(MISSING_TEXT)]
+    detail = (
+        f"records whose {what} {column!r} holds text, not a number: {_where(frame, step, texts)}"
+    )
+    entry = _entry(step_name, len(texts), detail, column=column, cells=len(texts))
+    if len(words):  # a placeholder ("n/a") says what it is; other words are a broken cell
+        entry["warning"] = (
+            f"{detail}; {len(texts)} row(s) dropped. Fix those cells in the log to keep them."
+        )
+    return entry
+
+
 def clean_rows(
     raw: RawLog,
     reward: str,
@@ -32,14 +66,27 @@ def clean_rows(
     compute: np.ndarray,
     joined: np.ndarray,
     glitched: np.ndarray | None = None,
+    compute_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, list[dict]]:
     """The kept rows (with ``__compute``) in step order, and the report of what was dropped."""
     frame = raw.frame.copy()
     frame["__compute"] = compute
     frame["__joined"] = joined
     frame["__glitched"] = np.zeros(len(frame), dtype=bool) if glitched is None else glitched
+    frame["__reward_text"] = raw.written_text(reward)
+    compute_text = np.full(len(frame), None, dtype=object)
+    for column in compute_columns:
+        text = raw.written_text(column)
+        compute_text = np.where(pd.isna(compute_text), text, compute_text)
+    frame["__compute_text"] = compute_text
     written_nan = raw.written_nan(reward)
     report: list[dict] = []
+
+    texts = frame["__reward_text"].dropna().astype(str)
+    if len(texts):
+        report.append(_text_entry("drop_text_reward", reward, "reward", raw.frame, step, texts))
+        keep = frame["__reward_text"].isna().to_numpy()
+        frame, written_nan = frame[keep], written_nan[keep]
 
     missing = frame[reward].isna().to_numpy() & ~written_nan
     report.append(
@@ -96,6 +143,12 @@ def clean_rows(
     frame = frame[~glitch]
 
     no_compute = ~np.isfinite(frame["__compute"].to_numpy(dtype=float))
+    texts = frame.loc[no_compute, "__compute_text"].dropna().astype(str)
+    if len(texts):
+        column = compute_columns[0]
+        report.append(_text_entry("drop_text_compute", column, "compute", raw.frame, step, texts))
+        frame = frame[~frame.index.isin(texts.index)]
+        no_compute = ~np.isfinite(frame["__compute"].to_numpy(dtype=float))
     report.append(
         _entry(
             "drop_missing_compute",
@@ -116,4 +169,4 @@ def clean_rows(
         )
     if step is not None:
         frame = frame.sort_values(step, kind="stable")
-    return frame.drop(columns=["__joined", "__glitched"]), report
+    return frame.drop(columns=["__joined", "__glitched", "__reward_text", "__compute_text"]), report

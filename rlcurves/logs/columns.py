@@ -29,7 +29,24 @@ REWARD_RANKS: tuple[tuple[str, ...], ...] = (
         "test/reward",
         "test_success_mean",
         "test_reward_mean",
+        # validation accuracy, as Lightning, Keras, HF Trainer, Ray Tune examples name it
+        "val_acc",
+        "val/acc",
+        "val_accuracy",
+        "val/accuracy",
+        "valid_acc",
+        "valid/acc",
+        "validation_acc",
+        "validation/acc",
+        "validation_accuracy",
+        "validation/accuracy",
+        "eval_acc",
+        "eval/acc",
+        "eval_accuracy",
+        "eval/accuracy",
     ),
+    # a test set's accuracy: after every validation metric (Lightning logs both)
+    ("test_acc", "test/acc", "test_accuracy", "test/accuracy"),
     (
         "reward",
         "train_reward",
@@ -137,11 +154,10 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
             close = find(frame, [reward])
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise _missing(raw, "the reward", reward, f"Pass reward='<one of these>'.{hint}")
-        if not _numeric(frame, reward):
+        if not (_numeric(frame, reward) or raw.as_numbers(reward)):
             raise RLCurvesError(
-                f"{raw.source}: reward column {reward!r} is not all numbers (first other value: "
-                f"{_first_non_number(frame[reward])!r}). Pass reward= a numeric metric column, "
-                "or fix that value in the log.",
+                f"{raw.source}: reward column {reward!r} holds no numbers (first value: "
+                f"{_first_non_number(frame[reward])!r}). Pass reward= a numeric metric column.",
                 file=raw.source,
                 column=reward,
                 columns=[str(c) for c in frame.columns],
@@ -154,7 +170,9 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
     not_numbers: list[str] = []
     for rank in (*raw.reward_candidates, *generic):
         named = find(frame, rank)
-        found = [c for c in named if _numeric(frame, c)]
+        # a metric column with a few text cells ("n/a", a typo) is still the metric: read as
+        # numbers, its text cells dropped and named in the cleaning report
+        found = [c for c in named if _numeric(frame, c) or raw.as_numbers(c, min_share=0.5)]
         not_numbers += [c for c in named if c not in found and c not in not_numbers]
         if len(found) == 1:
             return found[0], "detected: the best-ranked reward name present"
@@ -171,12 +189,36 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
         f" Column {c!r} would be the reward but holds text ({_first_non_number(frame[c])!r})."
         for c in not_numbers
     )
+    candidates = numeric_candidates(raw)
+    could = f" Numeric columns that could be the reward: {candidates}." if candidates else ""
+    example = f"'{candidates[0]}' (or another)" if candidates else "'<column>'"
     raise RLCurvesError(
-        f"{raw.source}: no reward column recognized among the columns found: {columns}.{why} "
-        "Pass reward='<column>' naming the validation metric to fit.",
+        f"{raw.source}: no reward column recognized among the columns found: {columns}.{why}"
+        f"{could} Pass reward={example} naming the validation metric to fit. "
+        f"Names recognized without it: {', '.join(REWARD_RANKS[0])}, verl's "
+        "val-core/<source>/<metric>/mean@<n>, then "
+        f"{', '.join(n for rank in REWARD_RANKS[1:] for n in rank)}.",
         file=raw.source,
         columns=columns,
+        candidates=candidates,
     )
+
+
+def numeric_candidates(raw: RawLog) -> list[str]:
+    """Columns holding numbers that are not a step, clock, compute or run column: what the
+    reward could be when no name says so."""
+    frame = raw.frame
+    skip = {norm(n) for n in (*STEP_NAMES, *GPU_HOURS_NAMES, *FLOPS_NAMES, *SECONDS_NAMES)}
+    skip |= {norm(n) for n in (*DURATION_NAMES, "_timestamp", "timestamp", "epoch", "run")}
+    skip |= {norm(n) for n in (*raw.step_candidates, *raw.seconds_candidates)}
+    return [
+        str(c)
+        for c in frame.columns
+        if norm(c) not in skip
+        and _numeric(frame, str(c))
+        and frame[c].notna().any()
+        and not str(c).endswith(("__MIN", "__MAX"))
+    ]
 
 
 def _first_non_number(column: pd.Series) -> object:

@@ -64,7 +64,9 @@ def _positive(value: float | None, name: str) -> float | None:
 
 def _column_values(raw: RawLog, column: str) -> np.ndarray:
     series = raw.frame[column]
-    if not pd.api.types.is_numeric_dtype(series):
+    # a few text cells ("n/a", a typo) among numbers: read as numbers, those rows dropped and
+    # named in the cleaning report
+    if not (pd.api.types.is_numeric_dtype(series) or raw.as_numbers(column)):
         raise RLCurvesError(
             f"{raw.source}: compute column {column!r} holds no numbers (dtype {series.dtype}). "
             f"Pass compute= a numeric column; columns found: {list(map(str, raw.frame.columns))}.",
@@ -72,7 +74,7 @@ def _column_values(raw: RawLog, column: str) -> np.ndarray:
             column=column,
             columns=[str(c) for c in raw.frame.columns],
         )
-    return series.to_numpy(dtype=float)
+    return raw.frame[column].to_numpy(dtype=float)
 
 
 def derive_compute(

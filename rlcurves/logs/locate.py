@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import RLCurvesError
-from ._paths import SIDECAR_FILES, TABLE_SUFFIXES
+from ._paths import FORMATS, SIDECAR_FILES, TABLE_SUFFIXES
 from ._raw import RawLog
 from .folders import (
     load_pipelinerl_folder,
@@ -19,22 +19,6 @@ from .json_doc import load_json
 from .jsonl import load_jsonl
 from .tables import load_parquet, load_table_text
 from .tensorboard import event_files, is_event_file, load_tensorboard
-
-FORMATS = (
-    "auto",
-    "csv",
-    "tsv",
-    "parquet",
-    "jsonl",
-    "json",
-    "verl",
-    "wandb",
-    "wandb-csv",
-    "tensorboard",
-    "trl",
-    "pipelinerl",
-    "recipe",
-)
 
 # Format name -> loader(path, format_hint) for a file given with an explicit format.
 LOADERS: dict[str, Callable[..., RawLog]] = {

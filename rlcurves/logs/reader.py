@@ -37,7 +37,16 @@ def _split_runs(raw: RawLog, column: str) -> list[RawLog]:
     for name, rows in raw.frame.groupby(column, sort=False).indices.items():
         frame = raw.frame.iloc[rows].reset_index(drop=True)
         nan_cells = {k: v[rows] for k, v in raw.nan_cells.items()}
-        part = RawLog(**{**raw.__dict__, "frame": frame, "nan_cells": nan_cells, "run": str(name)})
+        text_cells = {k: v[rows] for k, v in raw.text_cells.items()}
+        part = RawLog(
+            **{
+                **raw.__dict__,
+                "frame": frame,
+                "nan_cells": nan_cells,
+                "text_cells": text_cells,
+                "run": str(name),
+            }
+        )
         part.notes = [*raw.notes, f"rows of run {name!r} (column {column!r})"]
         parts.append(part)
     return parts
@@ -59,7 +68,9 @@ def _curve(
     repaired, restarts = repair_restarts(axis.values, steps, raw.source, repr(axis.columns[0]))
     glitched = restarts.pop("glitched_records")
     joined = ~np.isfinite(axis.values) & np.isfinite(repaired)
-    rows, report = clean_rows(raw, reward_column, step, repaired, joined, glitched)
+    rows, report = clean_rows(
+        raw, reward_column, step, repaired, joined, glitched, compute_columns=axis.columns[:1]
+    )
     glitch_entry = next((e for e in report if e["step"] == "drop_compute_glitch"), None)
     if restarts["glitches"] and glitch_entry is not None:
         glitch_entry["glitches"] = restarts["glitches"]

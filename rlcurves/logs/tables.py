@@ -55,13 +55,13 @@ def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
             file=str(path),
         ) from exc
     text = _drop_saved_index(text)
-    frame, nan_cells = parse_text_table(text)
+    frame, nan_cells, text_cells = parse_text_table(text)
     if frame.empty:
         raise empty_error(path, f"the table has a header ({list(frame.columns)}) but no rows")
     fmt = "tsv" if sep == "\t" else "csv"
     how = f"detected: {'tab' if sep == chr(9) else 'comma'}-separated table"
     if format_hint in ("wandb-csv", None) and _is_wandb_panel(frame.columns):
-        return _wandb_panel_to_long(frame, nan_cells, path, how_hint=format_hint)
+        return _wandb_panel_to_long(frame, nan_cells, text_cells, path, how_hint=format_hint)
     if format_hint == "wandb-csv":
         raise RLCurvesError(
             f"{path}: format='wandb-csv' expects a W&B panel export (first column the x axis, then "
@@ -77,7 +77,15 @@ def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
         fmt, how = "wandb", "detected: '_step' and '_runtime'/'_timestamp' columns (W&B history)"
     if format_hint is not None:
         fmt, how = format_hint, "explicit"
-    return RawLog(frame, fmt, how, str(path), run_name_for(path), nan_cells=nan_cells)
+    return RawLog(
+        frame,
+        fmt,
+        how,
+        str(path),
+        run_name_for(path),
+        nan_cells=nan_cells,
+        text_cells=text_cells,
+    )
 
 
 def _drop_saved_index(text: pd.DataFrame) -> pd.DataFrame:
@@ -98,7 +106,7 @@ def _is_wandb_panel(columns: pd.Index) -> bool:
 
 
 def _wandb_panel_to_long(
-    frame: pd.DataFrame, nan_cells: dict, path: Path, how_hint: str | None
+    frame: pd.DataFrame, nan_cells: dict, text_cells: dict, path: Path, how_hint: str | None
 ) -> RawLog:
     """A W&B chart export: first column the x axis, then '<run> - <metric>[__MIN|__MAX]'.
 
@@ -113,19 +121,24 @@ def _wandb_panel_to_long(
         by_run.setdefault(match["run"], []).append((str(column), metric))
     metrics = list(dict.fromkeys(m for columns in by_run.values() for _, m in columns))
     none = np.zeros(len(frame), dtype=bool)
-    parts, nan_parts = [], []
+    no_text = np.full(len(frame), None, dtype=object)
+    parts, nan_parts, text_parts = [], [], []
     for run, columns in by_run.items():
         # A row belongs to this run where it wrote a value (or a NaN) in one of its columns.
         written = np.zeros(len(frame), dtype=bool)
         for column, _ in columns:
             written |= frame[column].notna().to_numpy() | nan_cells.get(column, none)
+            written |= pd.notna(text_cells.get(column, no_text))
         part = pd.DataFrame({"run": run, x_name: frame[x_name].to_numpy()[written]})
-        part_nan = {}
+        part_nan, part_text = {}, {}
         for column, metric in columns:
             part[metric] = frame[column].to_numpy()[written]
             part_nan[metric] = nan_cells.get(column, none)[written]
+            if column in text_cells:
+                part_text[metric] = text_cells[column][written]
         parts.append(part)
         nan_parts.append(part_nan)
+        text_parts.append(part_text)
     long = pd.concat(parts, ignore_index=True)[["run", x_name, *metrics]]
     notes = [f"W&B panel export: x axis {x_name!r}, {len(by_run)} run(s): {sorted(by_run)}"]
     for metric in metrics:
@@ -155,6 +168,7 @@ def _wandb_panel_to_long(
         str(path),
         next(iter(by_run)) if len(by_run) == 1 else run_name_for(path),
         nan_cells=concat_nan_cells(parts, nan_parts),
+        text_cells=concat_nan_cells(parts, text_parts, fill=None),
         step_candidates=(x_name,),
         run_column="run" if len(by_run) > 1 else None,
         notes=notes,
