@@ -1063,7 +1063,7 @@ class Race:
             reason = (
                 f"ended at {at}: its value at the budget is a forecast, extrapolated "
                 f"{_times(self.budget, e.now)} past its last evaluation: "
-                f"{_fc_words(e, self.level)}"
+                f"{_fc_words(e)}"
             )
             advice = ENDED
         elif status == FINISHED:

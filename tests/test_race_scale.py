@@ -201,8 +201,9 @@ def test_race_reports_are_todays_on_a_real_sweep(ref, scale):
 @pytest.mark.slow
 def test_race_reports_are_todays_on_a_simulated_sweep_with_seeds_ends_and_failures(ref, scale):
     """Simulated runs of every kind (sigmoids, a decline, a late take-off, a flat run), two
-    seeds of one recipe racing as one entry, a run that ends and one that fails between
-    reports, another seed and stops at once (confirm=1, alpha 0.2): every report equal."""
+    seeds of one recipe racing as one entry, runs that end (one stopped before, one running:
+    its value at the budget a forecast, advice 'ended') and one that fails between reports,
+    another seed and stops at once (confirm=1, alpha 0.2): every report equal."""
     runs = scale.simulated_sweep(7, seed=4, n_evals=40)
     names = list(runs)
     group = {names[5]: "recipe", names[6]: "recipe"}
@@ -213,10 +214,16 @@ def test_race_reports_are_todays_on_a_simulated_sweep_with_seeds_ends_and_failur
         race.end(names[1])
         race.fail(names[2], "diverged")
 
-    steps += [end_and_fail, _feed(runs, 52, 64, group), _feed(runs, 64, 80, group)]
+    def end_one_running(race, stopped):
+        _feed(runs, 52, 64, group)(race, stopped)
+        race.end(names[3])  # short of the budget, not stopped: its value there is a forecast
+
+    rest = {k: v for k, v in runs.items() if k != names[3]}  # the ended run gets nothing more
+    steps += [end_and_fail, end_one_running, _feed(rest, 64, 80, group)]
     reports = _race_both(ref, scale, 100.0, steps, seed=3, confirm=1, alpha=0.2)
     table = reports[-1].table.set_index("run")
     assert table.loc[names[2], "status"] == "failed"
+    assert table.loc[names[3], "advice"] == "ended"
     assert table.loc["recipe", "runs"] == [names[5], names[6]]
     assert any(r.stopped_now for r in reports), "some run was stopped on the way"
 
