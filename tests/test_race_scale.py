@@ -272,7 +272,7 @@ def test_race_refits_are_todays(ref, scale):
         cols = [c for c in a.window.columns if c not in labels]
         assert {"error", "fit_var", "noise_var", "distance"} <= set(cols)
         assert close(a.window[cols].to_numpy(), b.window[cols].to_numpy()), k
-    assert new["recipe"].extra is not None
+    assert new["recipe"].extra is not None and np.isfinite(new["recipe"].extra).all()
 
 
 # ---- the benchmark's page ---------------------------------------------------------------------
