@@ -7,8 +7,8 @@ the kinds a sweep holds, not only clean sigmoids: 70% ScaleRL sigmoids of random
 steepness and midpoint, 10% that peak and decline, 10% late take-offs (flat, then a sigmoid from
 30-45% of the budget on) and 10% flat at their start level; noise sd 0.01-0.02.
 
-For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` at
-the commit before the change; ``new``: :class:`rlcurves.Race`): a race fed every run's 25
+For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` as
+issue 41 left it, before the change; ``new``: :class:`rlcurves.Race`): a race fed every run's 25
 evaluations, then the seconds of its first ``report()`` (every run fitted and forecast, then the
 decisions), and of its decisions alone (``Race._decide``: the sweep's tau, every run's draws at
 it, the per-run and the sweep-level rules, the table); then one run gets one evaluation more, at

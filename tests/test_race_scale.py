@@ -1,8 +1,9 @@
 """Race at sweep scale (issue 43, item 5) decides exactly as before: the new ``Race.report()``
 against today's code (``benchmarks/race_reference.py``: rlcurves/race.py and the sweep-level
-functions of rlcurves/decide.py at the commit before the change) on real and simulated sweeps,
-over several reports with evaluations added between them, stops, ended and failed runs, seeds
-of one recipe and another seed; and the benchmark page's table is what the benchmark printed.
+functions of rlcurves/decide.py as issue 41 left them, 33ce880, before the change; made by
+scripts/make_race_reference.py) on real and simulated sweeps, over several reports with
+evaluations added between them, stops, ended and failed runs, seeds of one recipe and another
+seed; and the benchmark page's table is what the benchmark printed.
 
 The per-run forecasts are the same code in both, and the sweep-level rule is rearranged, not
 approximated (maxima and the draws' pairings are the same numbers), so the reports must be equal
