@@ -318,9 +318,7 @@ def profile(n_runs: int, seed: int = 0) -> dict:
         cum[func] = max(cum.get(func, 0.0), ct)
     parts = {label: cum.get(func, 0.0) for label, func in PARTS.items()}
     inside = {
-        "of which the sigmoid refits of the backtests (ensemble.backtest_errors)": cum.get(
-            "backtest_errors", 0.0
-        ),
+        "of which the backtest refits of both models (ensemble.members)": cum.get("members", 0.0),
         "of which fits that take the bounded solver (scipy least_squares)": cum.get(
             "least_squares", 0.0
         ),
