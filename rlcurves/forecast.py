@@ -196,7 +196,9 @@ def forecast(
         Show progress bars.
     calibration : Calibration, optional
         Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
-        shipped calibration on the bundled real-run corpus (:func:`default_calibration`).
+        shipped calibration on the bundled real-run corpus's validation runs
+        (:func:`default_calibration`); for a run that logs its training reward,
+        ``default_calibration("training reward")``.
     band : bool
         A band to draw over many ``at`` (the calibrated bootstrap), without steps: the level's
         window taken as continuous and the power law phased in over the first level window
@@ -279,9 +281,7 @@ def forecast(
             from .ensemble import combine, info_dict
 
             # the model variance from as many resamples as the calibration's records had
-            ens = combine(
-                fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed, continuous=band
-            )
+            ens = combine(fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed, continuous=band)
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)
