@@ -27,8 +27,9 @@ registry: a family added there is in the next ``python -m benchmarks.calibration
 --write-calibration``) of one kind of metric, a validation pass rate (the default) or a training
 reward, each stored as a small versioned artifact (``rlcurves/data/calibration_corpus.json`` and
 ``calibration_corpus_training.json``) that :func:`rlcurves.forecast` reads. The benchmark
-refits all of it inside every leave-one-family-out fold with this same code. How it was built and measured: the
-design notes (``docs/design/calibrate.md``) and ``python -m benchmarks.calibration``.
+refits all of it inside every leave-one-family-out fold with this same code. How it was built
+and measured: the design notes (``docs/design/calibrate.md``) and
+``python -m benchmarks.calibration``.
 """
 
 from __future__ import annotations
