@@ -294,8 +294,8 @@ class Calibration:
     ...     "compute", "reward", data=df, min_compute=1500, max_compute=8000
     ... )  # the first half
     >>> from rlcurves.calibrate import default_calibration
-    >>> cal = default_calibration()  # every family of the bundled corpus
-    >>> cal.n >= 60, cal.family is None
+    >>> cal = default_calibration()  # the bundled corpus's validation runs
+    >>> cal.n >= 50, cal.family is None
     (True, True)
     >>> math_runs = cal.for_family("math")  # a run of a family the corpus has
     >>> fc = rlcurves.forecast(fit, 16_000, calibration=math_runs, progress=False)
