@@ -192,8 +192,10 @@ def test_shipped_calibration_is_the_corpus_scored_by_this_code():
         families = set(listed.loc[listed["metric_kind"] == kind, "family"])
         assert set(shipped.families) == families
         assert shipped.n == sum(f in families for f in family_of.values())
-        assert shipped.family is None and 0.0 < shipped.min_tail <= 0.05
+        assert shipped.family is None and 0.0 < shipped.min_tail < 0.5
     shipped = default_calibration()  # validation runs: the default
+    assert 0.0 < shipped.min_tail <= 0.05  # supports a 90% interval (the training reward's
+    # three families map a new family's tails more coarsely: 0.075, an 85% interval)
     picked = [k for k in corpus if k.startswith("math/")][:1] + [
         k for k in corpus if k.startswith("countdown_qwen/")
     ][:1]
