@@ -519,12 +519,15 @@ class Calibration:
         lo, hi = self.multipliers(level, distance, one)
         return float(max(lo[0], hi[0]))
 
-    def z_values(self, n: int = N_DRAWS, distance: ArrayLike = 0.0, one: bool = False):
+    def z_values(
+        self, n: int = N_DRAWS, distance: ArrayLike = 0.0, one: bool = False, smooth: bool = False
+    ):
         """``n`` stratified values of the signed standardized error ``Z`` at each distance,
         ascending, shape ``(n, len(distance))`` (at probabilities ``(i + 0.5) / n``): ``forecast
         + sqrt(V) Z`` is the predictive distribution. Each tail is its own step function of the
         scores (:func:`rlcurves.conformal.quantile_function`), at the largest error seen beyond
-        :attr:`min_tail`."""
+        :attr:`min_tail`. ``smooth``: linear between successive scores (a band drawn over many
+        distances, without steps; see :func:`rlcurves.conformal.quantile_function`)."""
         u = (np.arange(n) + 0.5) / n
         upper = u >= 0.5
         z = self.scores_one if one else self.scores
@@ -537,7 +540,7 @@ class Calibration:
                 self.effective_tail(u, "lower", one, float(di)),
             )
             v = np.where(upper, np.maximum(v, 0.5), np.minimum(v, 0.5 - 1e-12))
-            cols.append(quantile_function(z, self._weights(float(di)), self.n, v))
+            cols.append(quantile_function(z, self._weights(float(di)), self.n, v, smooth))
         return np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
 
     # ---- the prior predictive of a run whose own data leave its curve open ------------------

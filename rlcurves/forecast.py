@@ -304,8 +304,8 @@ def forecast(
             # distributions shares its quantile, so one evaluation is never less certain than
             # the level (its half-width at least the level's plus the gap of the two centers)
             perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
-            z = cal.z_values(N_DRAWS, ens.distance)[perm]
-            z_one = cal.z_values(N_DRAWS, ens.distance, one=True)[perm]
+            z = cal.z_values(N_DRAWS, ens.distance, smooth=band)[perm]
+            z_one = cal.z_values(N_DRAWS, ens.distance, one=True, smooth=band)[perm]
             half_one = np.maximum(
                 np.abs(z_one) * scale_one, np.abs(z) * scale + np.abs(ens.point - mean)
             )
