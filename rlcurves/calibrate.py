@@ -612,7 +612,7 @@ class Calibration:
         now = float(c.max())
         reached = reached_level(c, r, now)
         if taken_off is None:
-            taken_off = took_off(r, reached)
+            taken_off = took_off(r)
         at = np.atleast_1d(np.asarray(at, dtype=float))
         frac = np.clip(now / np.maximum(at, 1e-300), 1e-6, 1.0)
         sc = self._shape_scores(bool(taken_off))
