@@ -68,6 +68,7 @@ import rlcurves
 from rlcurves import fit_sigmoid, sigmoid
 from rlcurves.calibrate import (
     _DEFAULT,
+    _SHIPPED,
     Calibration,
     default_calibration,
     level_target,
@@ -81,7 +82,8 @@ FRACTIONS = (0.25, 0.5, 0.75)
 LEVEL = 0.9
 WILSON = 0.9  # the confidence of the Wilson intervals reported
 R0 = 0.30
-SHIPPED = Path(__file__).parent.parent / "rlcurves" / "data" / "calibration_corpus.json"
+DATA = Path(__file__).parent.parent / "rlcurves" / "data"
+SHIPPED = {kind: DATA / name for kind, name in _SHIPPED.items()}
 BEFORE = RESULTS / "calibration_corpus_before41.json"
 SIMULATED = "simulated"
 N_SIMULATED = 40
@@ -263,12 +265,13 @@ def fold_summary(cal: Calibration, held_out: str) -> dict:
     }
 
 
-def fold_calibrations(records, shapes, families) -> dict[str, Calibration]:
-    """Each family's leave-one-family-out calibration: made from the other families' records
-    (and shape records) alone, everything chosen and fitted in the fold."""
+def fold_calibrations(records, shapes, families, kinds) -> dict[str, Calibration]:
+    """Each family's leave-one-family-out calibration: made from the records (and shape records)
+    of the other families of its kind of metric (``kinds``: family -> metric kind) alone,
+    everything chosen and fitted in the fold."""
     out = {}
     for fam in families:
-        others = [f for f in families if f != fam]
+        others = [f for f in families if f != fam and kinds.get(f) == kinds.get(fam)]
         out[fam] = Calibration(
             records[records["family"].isin(others)], f"runs of {', '.join(others)}",
             shapes=shapes[shapes["family"].isin(others)].reset_index(drop=True),
@@ -351,11 +354,12 @@ def late_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def known_family_loro(frames, cal_all: Calibration, seed=0) -> list:
-    """Leave-one-run-out, each run forecast for its own family."""
+def known_family_loro(frames, cal_of_kind: dict, kinds: dict, seed=0) -> list:
+    """Leave-one-run-out, each run forecast for its own family (its kind's calibration)."""
 
     def calibration_of(key):
-        return cal_all.without(key).for_family(frames[key].attrs["family"])
+        fam = frames[key].attrs["family"]
+        return cal_of_kind[kinds[fam]].without(key).for_family(fam)
 
     return forecast_runs(frames, calibration_of, "leave-one-run-out (own family)", seed)
 
@@ -580,11 +584,12 @@ SIM_REGIMES = {
 }
 
 
-def regimes(frames, shipped: Calibration, n_sim: int, seed: int = 7) -> dict[str, list[dict]]:
-    """Forecasts with the shipped calibration in the regimes that once broke intervals: simulated
-    runs fitted on half the budget (target the mean expected reward over the last 10% of the
-    budget), and the real runs smoothed (EMA 0.9) or their trajectories (a centred moving
-    average) with fresh noise of sd 0.002 (each real run forecast without itself)."""
+def regimes(frames, shipped: dict, kinds: dict, n_sim: int, seed: int = 7) -> dict[str, list]:
+    """Forecasts with the shipped calibrations (``shipped``: metric kind -> calibration) in the
+    regimes that once broke intervals: simulated runs fitted on half the budget (target the mean
+    expected reward over the last 10% of the budget; the validation calibration), and the real
+    runs smoothed (EMA 0.9) or their trajectories (a centred moving average) with fresh noise of
+    sd 0.002 (each real run forecast by its kind's calibration without itself)."""
     out = {}
     for i_reg, (regime, noise) in enumerate(SIM_REGIMES.items()):
         rng = np.random.default_rng([seed, i_reg])
@@ -593,7 +598,7 @@ def regimes(frames, shipped: Calibration, n_sim: int, seed: int = 7) -> dict[str
             params = PAPER_SETS[i % len(PAPER_SETS)]
             c, y, truth = simulate(rng, params, noise)
             fit = fit_prefix(c, y, 0.5)
-            recs.append(forecast_record(fit, c, truth, shipped, seed + i))
+            recs.append(forecast_record(fit, c, truth, shipped["validation"], seed + i))
         out[regime] = recs
     rng = np.random.default_rng(seed)
     variants: dict[str, dict] = {"real runs, EMA 0.9": {}, "real trajectories + noise sd 0.002": {}}
@@ -608,7 +613,8 @@ def regimes(frames, shipped: Calibration, n_sim: int, seed: int = 7) -> dict[str
     for label, runs in variants.items():
         recs = []
         for name, (c, logged, truth) in tqdm(runs.items(), desc=label, leave=False):
-            cal = shipped.without(name) if name in set(shipped.runs) else shipped
+            mine = shipped[kinds[frames[name].attrs["family"]]]
+            cal = mine.without(name) if name in set(mine.runs) else mine
             for fraction in FRACTIONS:
                 try:
                     fit = fit_prefix(c, logged, fraction)
@@ -697,7 +703,8 @@ def main(argv=None):
     ap.add_argument(
         "--write-calibration",
         action="store_true",
-        help=f"write the shipped calibration ({SHIPPED.name}) from the real runs' records",
+        help="write the shipped calibrations (rlcurves/data/calibration_corpus*.json, one per kind "
+        "of metric) from the real runs' records",
     )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -717,23 +724,33 @@ def main(argv=None):
     records, sim_records = _scored(frames, sim, args.records_cache)
     print(f"scored {records['run'].nunique()} real runs, {sim_records['run'].nunique()} simulated "
           f"({time.perf_counter() - t0:.0f} s)")  # fmt: skip
-    name = f"the bundled corpus ({len(families)} families)"
     shapes = shape_records(frames)
     sim_shapes = shape_records(sim)
-    cal_all = Calibration(records, name, shapes=shapes)
+    of_kind = {}  # each kind of metric's families, calibrated on their own
+    for kind in dict.fromkeys(kinds[f] for f in families):
+        fams = [f for f in families if kinds[f] == kind]
+        of_kind[kind] = Calibration(
+            records[records["family"].isin(fams)].reset_index(drop=True),
+            f"the bundled corpus's {kind} runs ({len(fams)} families)",
+            shapes=shapes[shapes["family"].isin(fams)].reset_index(drop=True),
+        )
     if args.write_calibration and not args.quick:
-        d = cal_all.to_dict()
-        d["made_by"] = "python -m benchmarks.calibration --write-calibration"
-        SHIPPED.write_text(json.dumps(d, indent=None, separators=(",", ":")))
+        for kind, cal in of_kind.items():
+            d = cal.to_dict()
+            d["made_by"] = "python -m benchmarks.calibration --write-calibration"
+            SHIPPED[kind].write_text(json.dumps(d, indent=None, separators=(",", ":")))
+            print(f"wrote {SHIPPED[kind]}")
         _DEFAULT.clear()
-        print(f"wrote {SHIPPED}")
 
-    folds_cal = fold_calibrations(records, shapes, families)
+    folds_cal = fold_calibrations(records, shapes, families, kinds)
     real, folds = nested_lofo(frames, folds_cal, families)
     few = few_evaluations(frames, folds_cal)
-    real += known_family_loro(frames, cal_all)
-    all_shapes = pd.concat([shapes, sim_shapes], ignore_index=True)
-    sim_recs, sim_fit = simulated_study(sim, sim_records, records, all_shapes)
+    real += known_family_loro(frames, of_kind, kinds)
+    # the simulated runs are a validation pass rate (mean@16 on held-out prompts)
+    val = [f for f in families if kinds[f] == "validation"]
+    val_records = records[records["family"].isin(val)].reset_index(drop=True)
+    all_shapes = pd.concat([shapes[shapes["family"].isin(val)], sim_shapes], ignore_index=True)
+    sim_recs, sim_fit = simulated_study(sim, sim_records, val_records, all_shapes)
     all_recs = real + sim_recs + few
     splits = ("leave-one-family-out", "leave-one-run-out (own family)", "simulated, own family",
               "simulated, new family")  # fmt: skip
@@ -748,7 +765,8 @@ def main(argv=None):
         "target": "mean of the evaluations over the last 10% of compute",
         "families": {f: sum(v.attrs["family"] == f for v in frames.values()) for f in families},
         "simulated_runs": len(sim),
-        "calibration_all": fold_summary(cal_all, ""),
+        "metric_kinds": {f: kinds[f] for f in families},
+        "calibration_all": {kind: fold_summary(cal, "") for kind, cal in of_kind.items()},
         "folds": folds,
         "simulated_fit": sim_fit,
         "summary": summary,
@@ -775,8 +793,8 @@ def main(argv=None):
     print(late_table(late))
     print(f"\ncriteria of issue 42: {json.dumps(out['criteria_42'])}")
     if not args.no_regimes:
-        shipped = cal_all if args.quick else default_calibration()
-        regs = regimes(frames, shipped, args.sim_runs or (6 if args.quick else 60))
+        shipped = of_kind if args.quick else {k: default_calibration(k) for k in of_kind}
+        regs = regimes(frames, shipped, kinds, args.sim_runs or (6 if args.quick else 60))
         out["regimes"] = regime_rows(regs)
         out["sim_regimes"] = {k: asdict(v) for k, v in SIM_REGIMES.items()}
         print()

@@ -73,11 +73,17 @@ def tail_quantile(scores: np.ndarray, weights: np.ndarray, n_runs: int, p: float
     return float(s[i]) if i < s.size else float("inf")
 
 
-def quantile_function(z: np.ndarray, weights: np.ndarray, n_runs: int, u: np.ndarray) -> np.ndarray:
+def quantile_function(
+    z: np.ndarray, weights: np.ndarray, n_runs: int, u: np.ndarray, smooth: bool = False
+) -> np.ndarray:
     """The signed standardized error at probabilities ``u`` in (0, 1): above 1/2 the upper
     tail's step function, below it the lower tail's (each side its own conformal quantiles), at
     the extreme score beyond what ``n_runs`` support (the draws there are the largest error seen;
-    a probability that needs them is flagged by :func:`min_tail`, never extrapolated)."""
+    a probability that needs them is flagged by :func:`min_tail`, never extrapolated).
+
+    ``smooth``: linear between successive scores instead of the step (for a band drawn over
+    many distances, whose weights move the step from one score to the next; below the conformal
+    step by at most the gap of two successive scores: not for numbers you report)."""
     u = np.asarray(u, dtype=float)
     z = np.asarray(z, dtype=float)
     w = np.asarray(weights, dtype=float)
@@ -92,7 +98,15 @@ def quantile_function(z: np.ndarray, weights: np.ndarray, n_runs: int, u: np.nda
         cdf = np.cumsum(w[order]) / (n_runs + 1.0)
         target = u[sel] if side > 0 else 1.0 - u[sel]
         i = np.searchsorted(cdf, target - 1e-12, side="left")
-        out[sel] = side * sv[np.minimum(i, sv.size - 1)]
+        step = sv[np.minimum(i, sv.size - 1)]
+        if smooth and sv.size > 1:
+            lo_i = np.clip(i - 1, 0, sv.size - 1)
+            hi_i = np.minimum(i, sv.size - 1)
+            c0, c1 = cdf[lo_i], cdf[hi_i]
+            frac = np.where(c1 > c0, (target - c0) / np.where(c1 > c0, c1 - c0, 1.0), 1.0)
+            frac = np.where(i > 0, np.clip(frac, 0.0, 1.0), 1.0)
+            step = sv[lo_i] + frac * (sv[hi_i] - sv[lo_i])
+        out[sel] = side * step
     return out
 
 

@@ -603,7 +603,11 @@ def combine(
     config = EnsembleConfig() if config is None else config
     return assemble(
         members(
-            fit, at, tails=(config.tail,), n_resamples=n_resamples, seed=seed,
+            fit,
+            at,
+            tails=(config.tail,),
+            n_resamples=n_resamples,
+            seed=seed,
             continuous=continuous,
         ),
         config,

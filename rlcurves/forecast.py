@@ -196,7 +196,9 @@ def forecast(
         Show progress bars.
     calibration : Calibration, optional
         Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
-        shipped calibration on the bundled real-run corpus (:func:`default_calibration`).
+        shipped calibration on the bundled real-run corpus's validation runs
+        (:func:`default_calibration`); for a run that logs its training reward,
+        ``default_calibration("training reward")``.
     band : bool
         A band to draw over many ``at`` (the calibrated bootstrap), without steps: the level's
         window taken as continuous and the power law phased in over the first level window
@@ -279,9 +281,7 @@ def forecast(
             from .ensemble import combine, info_dict
 
             # the model variance from as many resamples as the calibration's records had
-            ens = combine(
-                fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed, continuous=band
-            )
+            ens = combine(fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed, continuous=band)
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)
@@ -304,8 +304,8 @@ def forecast(
             # distributions shares its quantile, so one evaluation is never less certain than
             # the level (its half-width at least the level's plus the gap of the two centers)
             perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
-            z = cal.z_values(N_DRAWS, ens.distance)[perm]
-            z_one = cal.z_values(N_DRAWS, ens.distance, one=True)[perm]
+            z = cal.z_values(N_DRAWS, ens.distance, smooth=band)[perm]
+            z_one = cal.z_values(N_DRAWS, ens.distance, one=True, smooth=band)[perm]
             half_one = np.maximum(
                 np.abs(z_one) * scale_one, np.abs(z) * scale + np.abs(ens.point - mean)
             )
@@ -382,17 +382,18 @@ def _curve_open(fit: SigmoidFit) -> str | None:
     it started, :func:`rlcurves.shapes.took_off`). Only for a metric in [0, 1] (the corpus's
     runs are pass rates): another metric keeps the fit's forecast (or none)."""
     from .bootstrap import metric_range
-    from .shapes import reached_level, took_off
+    from .shapes import took_off
 
     if metric_range(fit) != (0.0, 1.0):  # the corpus's runs are pass rates, rising
         return None
     if fit.dof < MIN_DOF:
         return f"{fit.n} evaluations leave {fit.dof} residual degrees of freedom"
-    if fit.params["A"] < fit.params["R0"]:  # a falling curve: not a run waiting to take off
+    r = fit.fit_reward[np.argsort(fit.fit_compute, kind="stable")]
+    # a run that fell from where it started is not waiting to take off (the fit's A < R0 was
+    # the test: a flat run's fit falls half the time, and 22 of 40 flat runs got their own fit)
+    if took_off(-r):
         return None
-    order = np.argsort(fit.fit_compute, kind="stable")
-    c, r = fit.fit_compute[order], fit.fit_reward[order]
-    if not took_off(r, reached_level(c, r, float(c.max()))):
+    if not took_off(r):
         return "the run has not taken off (its level is within noise of where it started)"
     return None
 

@@ -11,6 +11,7 @@ import pytest
 import rlcurves
 from rlcurves import RLCurvesError, fit_sigmoid, sigmoid
 from rlcurves.calibrate import (
+    METRIC_KINDS,
     Calibration,
     calibrate,
     default_calibration,
@@ -183,12 +184,18 @@ def test_shipped_calibration_is_the_corpus_scored_by_this_code():
     runs rescored here: a run's resamples depend on its name, not on the runs scored with it;
     `python -m benchmarks.calibration --write-calibration` rewrites the whole file), and the
     settings it chose are among the candidates."""
-    shipped = default_calibration()
+    listed = rlcurves.datasets.list_corpus()
     corpus = load_corpus()
-    assert shipped.n == len(corpus) and set(shipped.families) == set(
-        rlcurves.datasets.list_corpus()["family"]
-    )
-    assert shipped.family is None and 0.0 < shipped.min_tail <= 0.05
+    family_of = {k: v.attrs["family"] for k, v in corpus.items()}
+    for kind in METRIC_KINDS:  # one shipped calibration per kind of metric, of all its runs
+        shipped = default_calibration(kind)
+        families = set(listed.loc[listed["metric_kind"] == kind, "family"])
+        assert set(shipped.families) == families
+        assert shipped.n == sum(f in families for f in family_of.values())
+        assert shipped.family is None and 0.0 < shipped.min_tail < 0.5
+    shipped = default_calibration()  # validation runs: the default
+    assert 0.0 < shipped.min_tail <= 0.05  # supports a 90% interval (the training reward's
+    # three families map a new family's tails more coarsely: 0.075, an 85% interval)
     picked = [k for k in corpus if k.startswith("math/")][:1] + [
         k for k in corpus if k.startswith("countdown_qwen/")
     ][:1]
@@ -264,3 +271,8 @@ def test_window_records_backtest_a_running_run_within_its_window():
     assert np.allclose(rec["error"], rec["observed"] - rec["forecast"])
     empty = window_records(c[:5], r[:5], "short")
     assert empty.empty and "distance" in empty.columns
+
+
+def test_default_calibration_names_the_kinds_it_has():
+    with pytest.raises(RLCurvesError, match=r"metric_kind='loss'.*validation.*training reward"):
+        default_calibration("loss")
