@@ -229,8 +229,8 @@ def forecast(
     >>> fc = rlcurves.forecast(fit, [12_000, 16_000], level=0.9, seed=0, progress=False)
     >>> fc.to_frame()[["at", "mean", "lower", "upper"]].round(2)
             at  mean  lower  upper
-    0  12000.0  0.60   0.58   0.62
-    1  16000.0  0.61   0.58   0.64
+    0  12000.0  0.60   0.58   0.63
+    1  16000.0  0.61   0.58   0.65
     """
     from .bootstrap import _tails, metric_range
 

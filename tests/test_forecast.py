@@ -157,8 +157,10 @@ def test_default_forecast_covers_simulated_regimes(regime, n_prompts, ema):
         widths.append(fc.upper - fc.lower)
     assert sum(hits) >= 129, (regime, sum(hits))
     assert np.median(widths) < 0.08, (regime, np.median(widths))
-    if regime == "1,000 prompts":  # and not covering everything: two-sided where it can be
-        assert sum(hits) <= 146  # 97%; the benchmark measured 91%
+    # No upper bound on the coverage (there was one, 146, at 1,000 prompts): since issue 41 the
+    # shipped interval is a new family's, carrying the across-family spread of the corpus's
+    # misspecification, and these runs follow the sigmoid more closely than any real family (148
+    # of 150 covered); the width bound above is what keeps it useful.
 
 
 def test_regression_a_level_the_calibration_cannot_support_is_said_and_the_nearest_used(
