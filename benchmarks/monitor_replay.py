@@ -157,17 +157,16 @@ def decisions(refits: list[Refit], baseline, rule: StopRule, peak: bool = True) 
 # ---- every ordered pair ------------------------------------------------------------------------
 def held_out_calibration(name: str, fam: str, fams: dict, how: str):
     """The forecast's calibration without the replayed run ("run"), without its family
-    ("family": every run of the other families, whichever families are replayed) or the shipped
+    ("family": every run of the corpus's other families) or the shipped
     one ("shipped"): the shipped calibration was made on these same runs, so the first two keep
     the replay out of sample."""
     cal = default_calibration()
-    runs = set(np.asarray(cal.runs).tolist())
-    if how == "shipped" or name not in runs:
+    key = f"{fam}/{name}"  # the shipped calibration keys the corpus's runs family/run
+    if how == "shipped" or key not in set(np.asarray(cal.runs).tolist()):
         return None
     if how == "run":
-        return cal.without(name)
-    others = [r for f, rs in families().items() if f != fam for r in rs if r in runs]
-    return cal.subset(others)
+        return cal.without(key)
+    return cal.of_families([f for f in cal.families if f != fam])
 
 
 def replay(

@@ -2,12 +2,12 @@
 ``tests/test_race_scale.py`` compares the library's ``Race`` with.
 
 ``rlcurves/race.py`` and the sweep-level functions of ``rlcurves/decide.py`` as they were at
-commit 9449dbc (before issue 43's sweep-scale work: a report that refits only the runs with new
-evaluations and prices the sweep once per report), generated from that commit by
-``ast.unparse`` with docstrings, plotting and the report's printing left out: every statement of
-the report's code path is the commit's. The per-run forecasting it calls (:func:`rlcurves.
-forecast`, :func:`rlcurves.calibrate.window_records`, the fits) is the library's own, the same
-code in both.
+commit 33ce880 (issue 41's Race, before issue 43's sweep-scale work: a report that refits only
+the runs with new evaluations and prices the sweep once per report), generated from that commit
+by ``scripts/make_race_reference.py`` (``ast.unparse`` with docstrings, plotting and the
+report's printing left out): every statement of the report's code path is the commit's. The
+per-run forecasting it calls (``rlcurves.forecast``, ``rlcurves.calibrate.window_records``, the
+fits, ``rlcurves.decide.decide``) is the library's own, the same code in both.
 """
 
 # ruff: noqa
@@ -39,7 +39,7 @@ from rlcurves.errors import RLCurvesError
 from rlcurves.forecast import Forecast
 from rlcurves.predictive import Predictive
 
-COMMIT = "9449dbc"
+COMMIT = "33ce880"
 
 
 # ---- rlcurves/decide.py (sweep level) ----
@@ -149,13 +149,16 @@ STOP = "stop"
 FINISHED = "finished"
 
 
+ENDED = "ended"
+
+
 FAILED = "failed"
 
 
 SILENT = "silent"
 
 
-ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, FAILED, SILENT)
+ADVICE = (TOO_EARLY, CONTINUE, LEADER, STOP, FINISHED, ENDED, FAILED, SILENT)
 
 
 @dataclass(eq=False)
@@ -514,10 +517,10 @@ class Race:
         e.used_info = {}
         if tau is not None and "scale" in info and ("tau" in info):
             scale = float(np.ravel(info["scale"])[0])
-            dist = max(float(np.ravel(info["distance"])[0]), 0.0)
-            base = max(scale**2 - info["tau"] ** 2 * dist, 1e-16)
+            g = max(float(np.ravel(info.get("growth", info["distance"]))[0]), 0.0)
+            base = max(scale**2 - info["tau"] ** 2 * g, 1e-16)
             mean = float(fc.mean)
-            used = math.sqrt(base + tau**2 * dist)
+            used = math.sqrt(base + tau**2 * g)
             d = np.clip(mean + (d - mean) * used / scale, *_range(e.fit))
             e.used_info = {
                 "tau": np.full(np.shape(info["tau"]), tau),
@@ -793,6 +796,10 @@ class Race:
             )
         elif status == "stopped":
             advice, reason = (STOP, e.reason)
+        elif status == FINISHED and e.now < self.budget * (1 - 1e-09):
+            at = f"{e.now / self.budget:.0%} of the budget (C = {format_compute(e.now)})"
+            reason = f"ended at {at}: its value at the budget is a forecast, extrapolated {_times(self.budget, e.now)} past its last evaluation: {_fc_words(e, self.level)}"
+            advice = ENDED
         elif status == FINISHED:
             advice, reason = (FINISHED, f"reached the budget; forecast {_fc_words(e, self.level)}")
         elif e.name == leader:
@@ -818,6 +825,10 @@ class Race:
             "p_best": pb,
             "reason": reason,
         }
+
+
+def _times(budget: float, now: float) -> str:
+    return f"{budget / now:.1f}x" if now > 0 else "from no compute"
 
 
 def _range(fit) -> tuple[float, float]:

@@ -486,14 +486,14 @@ def calibrations(sweeps: list[Sweep], how: str = "family") -> dict[str, object]:
     OTHER family only ("family", leave-one-family-out), or of every run outside the sweep
     ("sweep": what a user racing a new sweep has; runs of the same family, other launches);
     tau is refitted on the records kept."""
-    from rlcurves.calibrate import default_calibration, load_corpus
+    from rlcurves.calibrate import default_calibration
 
     cal = default_calibration()
     if how == "family":
-        other = {f: cal.subset(load_corpus(o)) for f, o in FAMILY_OTHER.items()}
+        other = {f: cal.of_families(o) for f, o in FAMILY_OTHER.items()}
         return {s.name: other[s.family] for s in sweeps}
-    if how == "sweep":
-        return {s.name: cal.without(list(s.sources)) for s in sweeps}
+    if how == "sweep":  # the shipped calibration keys the corpus's runs family/run
+        return {s.name: cal.without([f"{s.family}/{r}" for r in s.sources]) for s in sweeps}
     raise ValueError(f"calibration must be 'family' or 'sweep', got {how!r}")
 
 

@@ -7,8 +7,8 @@ the kinds a sweep holds, not only clean sigmoids: 70% ScaleRL sigmoids of random
 steepness and midpoint, 10% that peak and decline, 10% late take-offs (flat, then a sigmoid from
 30-45% of the budget on) and 10% flat at their start level; noise sd 0.01-0.02.
 
-For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` at
-the commit before the change; ``new``: :class:`rlcurves.Race`): a race fed every run's 25
+For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` as
+issue 41 left it, before the change; ``new``: :class:`rlcurves.Race`): a race fed every run's 25
 evaluations, then the seconds of its first ``report()`` (every run fitted and forecast, then the
 decisions), and of its decisions alone (``Race._decide``: the sweep's tau, every run's draws at
 it, the per-run and the sweep-level rules, the table); then one run gets one evaluation more, at
@@ -318,9 +318,7 @@ def profile(n_runs: int, seed: int = 0) -> dict:
         cum[func] = max(cum.get(func, 0.0), ct)
     parts = {label: cum.get(func, 0.0) for label, func in PARTS.items()}
     inside = {
-        "of which the sigmoid refits of the backtests (ensemble.backtest_errors)": cum.get(
-            "backtest_errors", 0.0
-        ),
+        "of which the backtest refits of both models (ensemble.members)": cum.get("members", 0.0),
         "of which fits that take the bounded solver (scipy least_squares)": cum.get(
             "least_squares", 0.0
         ),

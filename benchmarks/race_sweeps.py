@@ -256,10 +256,10 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict, 
     the coverage of Race's printed intervals with the sweep's and the calibration's tau, the
     range of the sweep tau over the defaults' reports)."""
     warnings.simplefilter("ignore")
-    from rlcurves.calibrate import default_calibration, load_corpus
+    from rlcurves.calibrate import default_calibration
 
     budget, runs = family_runs()[fam]
-    calibration = default_calibration().subset(load_corpus(OTHER[fam]))
+    calibration = default_calibration().of_families(OTHER[fam])
     cache: dict = {}
     index = {k: i for i, k in enumerate(runs)}
     sweeps = family_sweeps(fam, runs, n_sweeps)

@@ -33,6 +33,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 
 from . import _kernels as K
+from ._ar1 import ar1_series, clip_rho, lag1, spacing_units
 from .errors import RLCurvesError
 from .model import PARAM_NAMES, fraction_of_gain, jacobian_internal, log_compute
 from .model import sigmoid as sigmoid_curve
@@ -301,15 +302,20 @@ def politis_white_block_length(residuals: np.ndarray) -> int:
 
 
 def ar1_params(
-    residuals: np.ndarray, n_params: int, starts: np.ndarray | None = None
+    residuals: np.ndarray,
+    n_params: int,
+    starts: np.ndarray | None = None,
+    compute: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """Residual sd and a bias-corrected lag-1 autocorrelation of ordered residuals.
 
-    The least-squares estimate of an AR(1) coefficient from n points is biased low by about
-    ``(1 + 3 rho) / n`` (Kendall 1954); the fit's own parameters absorb part of a slow drift, which
-    biases it further, so the correction uses the residual degrees of freedom. ``starts`` marks
-    where a new run begins when the residuals hold several runs: lags never cross runs, and the
-    correction uses the length of one run.
+    The autocorrelation is at the median spacing in compute (:func:`rlcurves._ar1.lag1`; pass
+    ``compute`` when the evaluations are unevenly spaced). The least-squares estimate of an
+    AR(1) coefficient from n points is biased low by about ``(1 + 3 rho) / n`` (Kendall 1954);
+    the fit's own parameters absorb part of a slow drift, which biases it further, so the
+    correction uses the residual degrees of freedom. ``starts`` marks where a new run begins
+    when the residuals hold several runs: lags never cross runs, and the correction uses the
+    length of one run. Clipped to ``[0, RHO_MAX]`` (:data:`rlcurves._ar1.RHO_MAX`).
     """
     e = residuals - residuals.mean()
     n = e.size
@@ -317,33 +323,29 @@ def ar1_params(
         starts = np.zeros(n, dtype=bool)
         starts[0] = True
     n_runs = max(int(starts.sum()), 1)
-    denom = np.dot(e, e)
-    lagged = ~starts[1:]
-    rho = float(np.dot(e[:-1][lagged], e[1:][lagged]) / denom) if denom > 0 else 0.0
+    rho = lag1(e, compute, starts)
     dof_per_run = max((n - n_params) / n_runs, 2.0)
-    rho = rho + (1.0 + 3.0 * rho) / dof_per_run
-    rho = float(np.clip(rho, 0.0, 0.98))
-    sd = math.sqrt(denom / max(n - n_params, 2))
+    rho = clip_rho(rho + (1.0 + 3.0 * rho) / dof_per_run)
+    sd = math.sqrt(np.dot(e, e) / max(n - n_params, 2))
     return sd, rho
 
 
 def ar1_noise(
-    rng: np.random.Generator, k: int, n: int, sd: float, rho: float, starts=None
+    rng: np.random.Generator,
+    k: int,
+    n: int,
+    sd: float,
+    rho: float,
+    starts=None,
+    gaps: np.ndarray | None = None,
 ) -> np.ndarray:
     """``k`` stationary AR(1) series of length ``n`` with marginal sd ``sd``.
 
-    ``starts`` (bool, length n) restarts the series at the first point of every run.
+    ``starts`` (bool, length n) restarts the series at the first point of every run; ``gaps``
+    (length n - 1, in median spacings) makes the correlation of each step ``rho ** gap`` (the
+    AR(1) in compute, :mod:`rlcurves._ar1`).
     """
-    z = rng.standard_normal((k, n))
-    out = np.empty((k, n))
-    out[:, 0] = z[:, 0]
-    innovation = math.sqrt(1.0 - rho * rho)
-    for t in range(1, n):
-        if starts is not None and starts[t]:
-            out[:, t] = z[:, t]
-        else:
-            out[:, t] = rho * out[:, t - 1] + innovation * z[:, t]
-    return out * sd
+    return ar1_series(rng, k, n, sd, rho, starts, gaps)
 
 
 def _run_starts(labels: np.ndarray | None, n: int) -> np.ndarray:
@@ -354,7 +356,7 @@ def _run_starts(labels: np.ndarray | None, n: int) -> np.ndarray:
     return starts
 
 
-def _residuals_with_early(fit: SigmoidFit, runs) -> tuple[np.ndarray, np.ndarray]:
+def _residuals_with_early(fit: SigmoidFit, runs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Weighted residuals of the early points and the window, ordered by run then compute."""
     c = fit.compute
     upper = fit.fit_compute.max()
@@ -365,7 +367,7 @@ def _residuals_with_early(fit: SigmoidFit, runs) -> tuple[np.ndarray, np.ndarray
     w = np.ones(idx.size) if fit.sigma is None else 1.0 / fit.sigma[idx]
     p = fit.params
     res = w * (fit.reward[idx] - sigmoid_curve(c[idx], p["A"], p["B"], p["C_mid"], p["R0"]))
-    return res, _run_starts(labels[idx], idx.size)
+    return res, _run_starts(labels[idx], idx.size), c[idx]
 
 
 def _leverage(x, w, A, R0, B, m, free_r0: bool) -> np.ndarray:
@@ -400,8 +402,8 @@ def _resample(kind, rng, k, fitted, wres, w, runs, block_length, rho_sd, lev, do
         idx = (starts[:, :, None] + np.arange(b)[None, None, :]).reshape(k, -1)[:, :n]
         noise = centred[idx] * dof_scale
     else:  # ar1, calibrated
-        sd, rho, starts = rho_sd
-        noise = ar1_noise(rng, k, n, sd, rho, starts)
+        sd, rho, starts, gaps = rho_sd
+        noise = ar1_noise(rng, k, n, sd, rho, starts, gaps)
     return fitted[None, :] + noise / w[None, :], np.broadcast_to(w, (k, n))
 
 
@@ -508,11 +510,11 @@ def bootstrap(
     if kind in ("ar1", "calibrated"):
         starts = _run_starts(run_labels, c.size)
         if noise_from == "with_early":
-            series, series_starts = _residuals_with_early(fit, runs)
+            series, series_starts, series_c = _residuals_with_early(fit, runs)
         else:
-            series, series_starts = wres, starts
-        sd, rho = ar1_params(series, n_free, series_starts)
-        rho_sd = (sd, rho, starts)
+            series, series_starts, series_c = wres, starts, c
+        sd, rho = ar1_params(series, n_free, series_starts, series_c)
+        rho_sd = (sd, rho, starts, spacing_units(c, c.size))
         info["rho"] = rho
     lev = (
         _leverage(x, w, p["A"], p["R0"], p["B"], math.log(p["C_mid"]), fit.r0_fixed is None)

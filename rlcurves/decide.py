@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ._ar1 import ar1_series, clip_rho, lag1, spacing_units
 from ._format import format_compute
+from .ensemble import level_mask
 from .errors import RLCurvesError
 from .forecast import Forecast
 from .predictive import Predictive
@@ -153,10 +155,12 @@ def final_level(
 ) -> Predictive:
     """The level a finished run ended at, known only to its noise.
 
-    The mean of its evaluations in the last ``tail`` of its compute (up to ``at`` when given: the
-    level at a budget the run went past), with the standard error of that mean: the evaluation
-    noise from successive differences (which a slow trend in the tail barely moves) and, with 20
-    or more evaluations in the stretch, their lag-1 autocorrelation.
+    The mean of its evaluations in the last ``tail`` of its compute (compute above ``(1 - tail)``
+    times the end, :func:`rlcurves.ensemble.level_mask`, the definition the calibration scores;
+    up to ``at`` when given: the level at a budget the run went past), with the standard error
+    of that mean: the evaluation noise from successive differences (which a slow trend in the
+    tail barely moves) and, with 20 or more evaluations in the stretch, their lag-1
+    autocorrelation (in compute, :mod:`rlcurves._ar1`).
 
     Parameters
     ----------
@@ -189,7 +193,7 @@ def final_level(
     c, r = c[inside], r[inside]
     if c.size == 0:
         raise RLCurvesError(f"the run has no evaluation at or before at={at}")
-    use = c >= end * (1 - tail) - 1e-12 * abs(end)
+    use = level_mask(c, end, tail)
     m = int(use.sum())
     level = float(np.mean(r[use]))
     # the noise of one evaluation, from the last max(m, 10) evaluations' successive differences
@@ -197,9 +201,10 @@ def final_level(
     sd = float(np.std(np.diff(stretch), ddof=1) / math.sqrt(2)) if stretch.size >= 3 else 0.0
     rho = 0.0
     if stretch.size >= 20:
-        x = np.arange(stretch.size)
+        cs = c[-stretch.size :]
+        x = (cs - cs.mean()) / max(float(np.std(cs)), 1e-300)
         res = stretch - np.polyval(np.polyfit(x, stretch, 1), x)
-        rho = float(np.clip(np.corrcoef(res[:-1], res[1:])[0, 1], 0.0, 0.9))
+        rho = clip_rho(lag1(res, cs))
     se = sd / math.sqrt(m) * math.sqrt((1 + rho) / (1 - rho))
     z = _normal_quantiles(_N_LEVEL_DRAWS)
     return Predictive(
@@ -208,6 +213,14 @@ def final_level(
         "final level (mean of the last evaluations)",
         {"mean": level, "se": se, "n_eval": m, "noise_sd": sd, "rho": rho, "tail": tail},
     )
+
+
+def _tail_support(pred: Predictive | None) -> float:
+    """The smallest one-sided probability ``pred``'s calibration supports (0: any, e.g. draws
+    not calibrated on runs): a stop threshold below it is raised to it."""
+    if pred is None:
+        return 0.0
+    return float(pred.info.get("min_tail", 0.0))
 
 
 def _normal_quantiles(n: int) -> np.ndarray:
@@ -313,8 +326,6 @@ def peak_test(
     seed : int, optional
         Seed of the simulation.
     """
-    from scipy.signal import lfilter
-
     _check_sign(sign)
     c = np.asarray(fit.fit_compute, dtype=float)
     order = np.argsort(c, kind="stable")
@@ -339,17 +350,16 @@ def peak_test(
     # the better model's residuals (a real sag inflates the sigmoid's residuals and their
     # autocorrelation, which would hide the sag in its own noise)
     fall, c_k, rss0, res1 = _decline_fit(c, y, fit, sign)
-    rho1 = _lag1(res1)
+    rho1 = _lag1(res1, c)
     lr = n * math.log(max(rss0, 1e-300) / max(float(np.sum(res1**2)), 1e-300))
     dbic = lr * (1 - rho1) / (1 + rho1) - 2 * math.log(n)
     res, dof = (res1, max(fit.dof - 2, 1)) if dbic > 0 else (y - g, fit.dof)
     sd = float(np.sqrt(np.sum(res**2) / dof))
-    rho = _lag1(res)
-    # the null: the fitted (monotone) curve plus stationary AR(1) noise with that sd and rho
+    rho = _lag1(res, c)
+    # the null: the fitted (monotone) curve plus stationary AR(1) noise (in compute) with that
+    # sd and rho
     rng = np.random.default_rng(seed)
-    e = rng.standard_normal((n_sim, n))
-    e[:, 0] /= math.sqrt(1 - rho**2)
-    noise = lfilter([1.0], [1.0, -rho], e, axis=1) * sd * math.sqrt(1 - rho**2)
+    noise = ar1_series(rng, n_sim, n, sd, rho, gaps=spacing_units(c, n))
     sims = _running_medians(g[None, :] + noise, k)
     sim_drop = sims.max(axis=1) - sims[:, -1]
     p = float((1 + np.sum(sim_drop >= drop)) / (n_sim + 1))
@@ -365,12 +375,12 @@ def peak_test(
     )  # fmt: skip
 
 
-def _lag1(res: np.ndarray) -> float:
-    """Lag-1 autocorrelation of residuals, clipped to [0, 0.9] (0 when undefined)."""
-    if res.size < 4 or np.std(res[:-1]) == 0 or np.std(res[1:]) == 0:
+def _lag1(res: np.ndarray, compute: np.ndarray | None = None) -> float:
+    """Lag-1 autocorrelation of residuals at the median spacing in compute, clipped to
+    ``[0, RHO_MAX]`` (0 when undefined; :mod:`rlcurves._ar1`)."""
+    if res.size < 4:
         return 0.0
-    rho = float(np.corrcoef(res[:-1], res[1:])[0, 1])
-    return float(np.clip(rho, 0.0, 0.9)) if math.isfinite(rho) else 0.0
+    return clip_rho(lag1(res, compute))
 
 
 def _running_medians(y: np.ndarray, k: int) -> np.ndarray:
@@ -612,7 +622,10 @@ class Decision:
     fraction : float
         Compute spent over the budget at this refit.
     threshold : float
-        The stop threshold at this fraction (``-inf`` before the "too early" fraction).
+        The stop threshold at this fraction (``-inf`` before the "too early" fraction); a rule's
+        threshold below the smallest one-sided tail the forecast's calibration supports
+        (``1 / (n + 1)`` for ``n`` runs, ``forecast.predictive.info["min_tail"]``) is raised to
+        it, and the reason says so.
     gain : float or None
         The most the rest of the budget plausibly adds (the interval's far end minus the fitted
         value now).
@@ -692,8 +705,17 @@ def decide(
     rule = DEFAULT_RULE if rule is None else rule
     ok, why = (identified, "") if isinstance(identified, bool) else identified
     thr = rule.threshold(fraction)
-    p_above = p_target = gain = None
     pred = forecast.predictive
+    supported = _tail_support(pred)
+    lifted = ""
+    if 0 < thr < supported:
+        lifted = (
+            f" (the rule's {thr:g} is a one-sided tail that needs {math.ceil(1 / thr - 1)} "
+            f"calibration runs behind it; the forecast's calibration supports tails down to "
+            f"{supported:.3g}, the nearest supported threshold, which is used)"
+        )
+        thr = supported
+    p_above = p_target = gain = None
     if pred is not None:
         if baseline is not None:
             p_above = prob_above(pred, baseline, sign=sign)
@@ -728,13 +750,14 @@ def decide(
     if p_above is not None and p_above <= thr:
         b = float(np.mean(_draws(baseline))) if baseline_label is None else baseline_label
         return out(UNLIKELY_BASELINE, (
-            f"forecast {at} vs the baseline's {b:.3f}: p(above) = {p_above:.3f} <= {thr:g} "
-            f"(the stop threshold at {fraction:.0%} of the budget); stop it and free the compute"
+            f"forecast {at} vs the baseline's {b:.3f}: p(above) = {p_above:.3f} <= {thr:.3g} "
+            f"(the stop threshold at {fraction:.0%} of the budget{lifted}); stop it and free the "
+            "compute"
         ))  # fmt: skip
     if baseline is None and p_target is not None and p_target <= thr:
         return out(UNLIKELY_TARGET, (
-            f"forecast {at} vs the target {target:g}: p(reached) = {p_target:.3f} <= {thr:g} "
-            f"(the stop threshold at {fraction:.0%} of the budget)"
+            f"forecast {at} vs the target {target:g}: p(reached) = {p_target:.3f} <= {thr:.3g} "
+            f"(the stop threshold at {fraction:.0%} of the budget{lifted})"
         ))  # fmt: skip
     p = p_above if baseline is not None else p_target
     what = "the baseline" if baseline is not None else f"the target {target}"

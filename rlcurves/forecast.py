@@ -70,24 +70,31 @@ class Forecast:
         ``driver`` (the family with the larger weight), ``families`` (each family's forecast of
         the level), ``disagreement`` (power law minus sigmoid), ``n_level`` (evaluations in the
         level), ``distance`` (log compute past the window), ``tau`` (the misspecification scale in
-        reward units), ``multiplier`` (the conformal quantile at ``level``), ``scale``
-        (``sqrt(V)``), ``backtests``.
+        reward units), ``growth`` (``g(d)``: ``V = fit_var + noise_var + tau^2 g(d)``),
+        ``scale`` (``sqrt(V)``), ``multipliers`` (the lower and upper conformal multipliers at
+        the level used, each tail calibrated on its own), ``multiplier`` (their mean: the
+        half-width over ``scale``), ``level_used`` (``level``, or the highest level the
+        calibration supports when it supports less: the note says so), ``ensemble`` (the model
+        average's setting), ``backtests``.
     calibration : str
         What calibrated the interval: the runs' name and count (the shipped real-run corpus by
         default), or "uncalibrated" (a raw bootstrap kind, profile or mcmc).
     calibration_n : int
         Number of calibration runs (0 when uncalibrated).
     unbounded : bool
-        True when no interval can be given: too few degrees of freedom in the fit, or a level
-        above what the calibration runs support (``n / (n + 1)``). The intervals are then the
-        metric's whole range and ``note`` says why.
+        True when no interval can be given: too few degrees of freedom in the fit. The intervals
+        are then the metric's whole range and ``note`` says why. (A level above what the
+        calibration runs support, ``1 - 2 / (n + 1)``, is not refused: the interval at the
+        highest supported level is given, ``info["level_used"]``, and ``note`` says so.)
     note : str
         Warnings in words (unbounded interval, ceiling on its bound, a run that peaked, a run
         unlike the calibration runs, the power law driving the forecast or the two families
         disagreeing by more than half the interval).
     predictive : Predictive or None
         The predictive distribution the interval ``[lower, upper]`` comes from (its
-        ``interval(level)`` is the printed one): every probability a decision uses
+        ``interval(info["level_used"])`` is the printed one; its ``info["min_tail"]`` is the
+        smallest one-sided probability the calibration supports): every probability a decision
+        uses
         (:mod:`rlcurves.decide`) is computed from its draws. On the default path it is the
         distribution of the run's level, so "ends above a baseline" compares levels. None when
         the interval is unbounded.
@@ -189,7 +196,9 @@ def forecast(
         Show progress bars.
     calibration : Calibration, optional
         Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
-        shipped calibration on the bundled real-run corpus (:func:`default_calibration`).
+        shipped calibration on the bundled real-run corpus's validation runs
+        (:func:`default_calibration`); for a run that logs its training reward,
+        ``default_calibration("training reward")``.
     band : bool
         A band to draw over many ``at`` (the calibrated bootstrap), without steps: the level's
         window taken as continuous and the power law phased in over the first level window
@@ -208,7 +217,8 @@ def forecast(
     ------
     RLCurvesError
         An unknown ``method``, or ``at`` that is not finite compute >= 0; a ``level`` the
-        calibration cannot support is not an error: the forecast is then ``unbounded`` and says so.
+        calibration cannot support is not an error: the forecast then gives the interval at the
+        highest level it supports and says so.
 
     Examples
     --------
@@ -219,8 +229,8 @@ def forecast(
     >>> fc = rlcurves.forecast(fit, [12_000, 16_000], level=0.9, seed=0, progress=False)
     >>> fc.to_frame()[["at", "mean", "lower", "upper"]].round(2)
             at  mean  lower  upper
-    0  12000.0  0.61   0.58   0.64
-    1  16000.0  0.62   0.58   0.67
+    0  12000.0  0.60   0.58   0.63
+    1  16000.0  0.61   0.58   0.65
     """
     from .bootstrap import _tails, metric_range
 
@@ -239,6 +249,14 @@ def forecast(
         a = np.asarray(a, dtype=float)
         return float(a[0]) if scalar else a
 
+    calibrated = method == "bootstrap" and kwargs.get("kind", "calibrated") == "calibrated"
+    if calibrated:
+        from .calibrate import default_calibration
+
+        cal = default_calibration() if calibration is None else calibration
+        open_why = _curve_open(fit) if cal.has_prior else None
+        if open_why is not None:
+            return _prior_forecast(fit, c, level, seed, cal, notes, open_why, out)
     if fit.dof < MIN_DOF:
         need = len(fit.free_params) + MIN_DOF
         notes.insert(
@@ -259,48 +277,57 @@ def forecast(
         samples = boot.curves(c)
         info = {"kind": boot.kind, "n": boot.n, **boot.info}
         if kind == "calibrated":
-            from .calibrate import N_DRAWS, default_calibration
+            from .calibrate import N_BOOT, N_DRAWS
             from .ensemble import combine, info_dict
 
-            cal = default_calibration() if calibration is None else calibration
-            ens = combine(fit, c, boot.curves, rho=boot.rho, continuous=band)
+            # the model variance from as many resamples as the calibration's records had
+            ens = combine(fit, c, config=cal.config, n_resamples=N_BOOT, seed=seed, continuous=band)
             mean = ens.mean
             cal_name, cal_n = cal.name, cal.n
             notes += cal.notes_for(ens.noise_sd, fit.n)
             info.update(info_dict(ens, scalar), tau=cal.tau)
             quantity = _level_words(ens.k)
             info["quantity"] = quantity
-            if level > cal.max_level:
-                need = math.ceil(level / (1 - level) - 1e-9)
+            used = cal.supported_level(level)
+            if used < level:
+                need = math.ceil(2 / (1 - level) - 1 - 1e-9)
                 notes.insert(
                     0,
-                    f"UNBOUNDED: a {level:.0%} interval needs at least {need} calibration runs "
-                    f"(a level up to n / (n + 1) for n runs); {cal_name} supports up to "
-                    f"{cal.max_level:.1%}: use a lower level or calibrate on more finished runs",
+                    f"a {level:.0%} interval needs at least {need} calibration runs (each "
+                    f"{(1 - level) / 2:.1%} tail needs 1 / p - 1 runs behind it); {cal_name} "
+                    f"supports up to {cal.max_level:.1%}: the interval shown is the "
+                    f"{used:.1%} one (use a lower level, or calibrate on more finished runs)",
                 )
-                info["multiplier"] = math.inf
-                fc = _unbounded(c, mean, rng, level, method, notes, info, out)
-                fc.calibration, fc.calibration_n = cal_name, cal_n
-                return fc
             scale = np.sqrt(cal.variance(ens))
             scale_one = np.sqrt(cal.variance(ens, one=True))
             # one stratified draw per row, rows shuffled with the seed; the same row of both
             # distributions shares its quantile, so one evaluation is never less certain than
             # the level (its half-width at least the level's plus the gap of the two centers)
             perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
-            z = cal.z_values(N_DRAWS)[perm][:, None]
-            z_one = cal.z_values(N_DRAWS, one=True)[perm][:, None]
+            z = cal.z_values(N_DRAWS, ens.distance, smooth=band)[perm]
+            z_one = cal.z_values(N_DRAWS, ens.distance, one=True, smooth=band)[perm]
             half_one = np.maximum(
                 np.abs(z_one) * scale_one, np.abs(z) * scale + np.abs(ens.point - mean)
             )
-            source = {"draws": "combined forecast + sqrt(V) Z", "calibration": cal_name}
+            source = {
+                "draws": "combined forecast + sqrt(V) Z",
+                "calibration": cal_name,
+                "min_tail": cal.min_tail,
+            }
             predictive = Predictive(c, np.clip(mean + scale * z, *rng), quantity, source)
             prediction_predictive = Predictive(
                 c, np.clip(ens.point + np.sign(z) * half_one, *rng), "one evaluation", source
             )
-            lo, hi = predictive.interval(level)
-            plo, phi = prediction_predictive.interval(level)
-            info.update(multiplier=cal.quantile(level), scale=scale)
+            lo, hi = predictive.interval(used)
+            plo, phi = prediction_predictive.interval(used)
+            m_lo, m_hi = cal.multipliers(used, ens.distance)
+            info.update(
+                multiplier=out((m_lo + m_hi) / 2),
+                multipliers=(out(m_lo), out(m_hi)),
+                scale=scale,
+                growth=out(cal.growth_at(ens.distance)),
+                level_used=used,
+            )
             words = ens.summary_line()
             info["model"] = words
             half = float((hi[-1] - lo[-1]) / 2)
@@ -347,6 +374,91 @@ def forecast(
         predictive=predictive,
         prediction_predictive=prediction_predictive,
     )
+
+
+def _curve_open(fit: SigmoidFit) -> str | None:
+    """Why the run's own data leave its curve open (None: they do not): too few evaluations to
+    estimate the noise, or a rising run that has not taken off (its level within noise of where
+    it started, :func:`rlcurves.shapes.took_off`). Only for a metric in [0, 1] (the corpus's
+    runs are pass rates): another metric keeps the fit's forecast (or none)."""
+    from .bootstrap import metric_range
+    from .shapes import took_off
+
+    if metric_range(fit) != (0.0, 1.0):  # the corpus's runs are pass rates, rising
+        return None
+    if fit.dof < MIN_DOF:
+        return f"{fit.n} evaluations leave {fit.dof} residual degrees of freedom"
+    r = fit.fit_reward[np.argsort(fit.fit_compute, kind="stable")]
+    # a run that fell from where it started is not waiting to take off (the fit's A < R0 was
+    # the test: a flat run's fit falls half the time, and 22 of 40 flat runs got their own fit)
+    if took_off(-r):
+        return None
+    if not took_off(r):
+        return "the run has not taken off (its level is within noise of where it started)"
+    return None
+
+
+def _prior_forecast(fit, c, level, seed, cal, notes, why, out) -> Forecast:
+    """The forecast of a run whose own data leave its curve open: the corpus's prior predictive
+    of the gain still to come from the level it has reached (:meth:`rlcurves.calibrate.
+    Calibration.prior_predictive`), one predictive distribution like every other forecast."""
+    from .bootstrap import metric_range
+    from .calibrate import N_DRAWS
+
+    rng = metric_range(fit)
+    order = np.argsort(fit.compute, kind="stable")
+    seen = fit.compute[order] <= float(np.max(fit.fit_compute))
+    cc, rr = fit.compute[order][seen], fit.reward[order][seen]
+    draws, pinfo = cal.prior_predictive(cc, rr, c, top=rng[1], n=N_DRAWS)
+    perm = np.random.default_rng(0 if seed is None else seed).permutation(N_DRAWS)
+    draws = np.clip(draws[perm], *rng)
+    sd = float(np.std(np.diff(rr), ddof=1) / math.sqrt(2)) if rr.size >= 3 else 0.0
+    noise = np.random.default_rng(1 if seed is None else seed + 1).normal(0, sd, draws.shape)
+    quantity = "the run's level over its last 10% of compute (from the corpus's gains)"
+    source = {"draws": "level reached + headroom x the corpus's gain still to come",
+              "calibration": cal.name, "min_tail": pinfo["min_tail"]}  # fmt: skip
+    predictive = Predictive(c, draws, quantity, source)
+    prediction_predictive = Predictive(c, np.clip(draws + noise, *rng), "one evaluation", source)
+    used = min(level, 1.0 - 2.0 * pinfo["min_tail"])
+    lo, hi = predictive.interval(used)
+    plo, phi = prediction_predictive.interval(used)
+    notes.insert(
+        0,
+        f"{why}: the fit cannot say where the curve goes; the forecast is the corpus's prior "
+        f"predictive (the run's level now, {pinfo['reached']:.3f}, plus the share of the "
+        f"headroom the corpus's {pinfo['shape_runs']} runs gained from the same fraction of "
+        "their budget on)",
+    )
+    if used < level:
+        notes.insert(1, f"the interval shown is the {used:.1%} one (the prior's runs support "
+                     "no more)")  # fmt: skip
+    info = {"prior": True, "why": why, "reached": pinfo["reached"],
+            "fraction": out(pinfo["fraction"]), "n_eval": pinfo["n_eval"], "level_used": used,
+            "quantity": quantity}  # fmt: skip
+    return Forecast(
+        at=out(c),
+        mean=out(np.median(draws, axis=0)),
+        lower=out(lo),
+        upper=out(hi),
+        prediction_lower=out(plo),
+        prediction_upper=out(phi),
+        level=level,
+        method="bootstrap",
+        samples=None,
+        info=info,
+        calibration=cal.name,
+        calibration_n=cal.n,
+        note="; ".join(notes),
+        predictive=predictive,
+        prediction_predictive=prediction_predictive,
+    )
+
+
+def _normal_draws(n: int) -> np.ndarray:
+    """``n`` stratified standard normal quantiles, ascending."""
+    from scipy.stats import norm
+
+    return norm.ppf((np.arange(n) + 0.5) / n)
 
 
 def _level_words(k: np.ndarray) -> str:

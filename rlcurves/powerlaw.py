@@ -250,6 +250,62 @@ def fit_power_law(
     )
 
 
+def fit_power_law_batch(
+    compute: np.ndarray, rewards: np.ndarray, a_bounds: tuple[float, float] = (-np.inf, np.inf)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Least-squares ``(A, D, B)`` of every row of ``rewards`` (k, n) on a shared ``compute``
+    (n,) with C > 0: the grid of :func:`fit_power_law` for all rows at once, refined by a
+    parabola through the best grid point and its neighbours in ``log B`` (the bootstrap's
+    refits; one fit a user asked for gets the bounded Brent refinement).
+
+    Returns three arrays of shape ``(k,)``; a row whose fit is not finite holds NaN.
+    """
+    y = np.atleast_2d(np.asarray(rewards, dtype=float))
+    log_c = np.log(np.asarray(compute, dtype=float))
+    grid = np.linspace(*_LOG_B_RANGE, 241)
+    rss = _batch_rss(log_c, y, np.exp(grid), a_bounds)[2]
+    rss = np.where(np.isfinite(rss), rss, np.inf)
+    i = np.clip(np.argmin(rss, axis=1), 1, grid.size - 2)
+    rows = np.arange(y.shape[0])
+    r_lo, r_mid, r_hi = rss[rows, i - 1], rss[rows, i], rss[rows, i + 1]
+    step = grid[1] - grid[0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curv = r_lo - 2 * r_mid + r_hi
+        shift = np.where(curv > 0, 0.5 * (r_lo - r_hi) / curv, 0.0)
+    log_b = grid[i] + step * np.clip(np.nan_to_num(shift), -1.0, 1.0)
+    A, D, _ = _batch_rss(log_c, y, np.exp(log_b), a_bounds, paired=True)
+    B = np.exp(log_b)
+    bad = ~(np.isfinite(A) & np.isfinite(D))
+    return np.where(bad, np.nan, A), np.where(bad, np.nan, D), np.where(bad, np.nan, B)
+
+
+def _batch_rss(log_c, y, B, a_bounds, *, paired: bool = False):
+    """``(A, D, rss)`` of rows ``y`` (k, n) at exponents ``B``: every row at every exponent
+    (shape (k, len(B))), or row ``j`` at ``B[j]`` (``paired``, shape (k,)); unweighted, A
+    clipped to its box as in :func:`_solve_linear_grid`."""
+    u = np.exp(-np.outer(B, log_c))  # (n_B, n)
+    n = log_c.size
+    sy, syy = y.sum(axis=1), np.einsum("ij,ij->i", y, y)
+    su, suu = u.sum(axis=1), np.einsum("ij,ij->i", u, u)
+    if paired:
+        suy = np.einsum("ij,ij->i", y, u)
+    else:
+        suy = y @ u.T
+        sy, syy = sy[:, None], syy[:, None]
+    det = n * suu - su * su
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        A = (sy * suu - su * suy) / det
+        D = (sy * su - n * suy) / det
+        lo, hi = a_bounds
+        out = ~((A >= lo) & (A <= hi))
+        if np.any(out):
+            Ac = np.clip(np.where(np.isfinite(A), A, lo if np.isfinite(lo) else 0.0), lo, hi)
+            Dc = (Ac * su - suy) / np.maximum(suu, 1e-300)
+            A, D = np.where(out, Ac, A), np.where(out, Dc, D)
+        rss = syy - 2 * A * sy + 2 * D * suy + A * A * n - 2 * A * D * su + D * D * suu
+    return A, D, rss
+
+
 def _a_bounds(bounds, reward: np.ndarray) -> tuple[float, float]:
     if bounds is None:
         return (-np.inf, np.inf)

@@ -714,7 +714,7 @@ class Race:
 
     def _draws(self, e: _Entry, tau: float | None) -> np.ndarray:
         """The entry's predictive draws at the budget, their misspecification scale ``tau``
-        (None: the calibration's, as forecast): ``V = base + tau^2 d`` replaces the forecast's
+        (None: the calibration's, as forecast): ``V = base + tau^2 g(d)`` replaces the forecast's
         variance, the standardized draws kept (a draw clipped at the metric's range stays at
         its clipped value's standardized distance), plus a recipe's seed-to-seed spread."""
         fc = e.forecast
@@ -723,10 +723,10 @@ class Race:
         e.used_info = {}
         if tau is not None and "scale" in info and "tau" in info:
             scale = float(np.ravel(info["scale"])[0])
-            dist = max(float(np.ravel(info["distance"])[0]), 0.0)
-            base = max(scale**2 - info["tau"] ** 2 * dist, 1e-16)
+            g = max(float(np.ravel(info.get("growth", info["distance"]))[0]), 0.0)
+            base = max(scale**2 - info["tau"] ** 2 * g, 1e-16)
             mean = float(fc.mean)
-            used = math.sqrt(base + tau**2 * dist)
+            used = math.sqrt(base + tau**2 * g)
             d = np.clip(mean + (d - mean) * used / scale, *_range(e.fit))
             e.used_info = {
                 "tau": np.full(np.shape(info["tau"]), tau),
@@ -1063,7 +1063,7 @@ class Race:
             reason = (
                 f"ended at {at}: its value at the budget is a forecast, extrapolated "
                 f"{_times(self.budget, e.now)} past its last evaluation: "
-                f"{_fc_words(e, self.level)}"
+                f"{_fc_words(e)}"
             )
             advice = ENDED
         elif status == FINISHED:

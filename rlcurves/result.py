@@ -63,7 +63,7 @@ class SigmoidFit:
     >>> fit.free_params
     ['A', 'B', 'C_mid', 'R0']
     >>> print(fit.compute_to_reach(0.55, level=0.9))
-    reaching 0.55 takes C = 5,129 [4,931, 5,432] (90%).
+    reaching 0.55 takes C = 5,129 [4,929, 5,448] (90%).
     >>> print(fit.summary().splitlines()[0])
     [[Sigmoid fit]]
     """

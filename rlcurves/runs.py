@@ -305,6 +305,10 @@ def fit_runs(
     )
 
 
+# the largest magnitude of a log-scale draw (exp of it is a finite, nonzero float)
+_LOG_FINITE = 700.0
+
+
 def run_level_draws(
     pooled: SigmoidFit, per_run: dict[str, SigmoidFit], runs, n: int, seed: int | None
 ) -> pd.DataFrame:
@@ -339,6 +343,8 @@ def run_level_draws(
         if sd_boot > 0:
             dev = dev * (target / sd_boot)
         value = center + dev * t_scale
+        if log:  # a t draw of 1 or 2 dof can leave the floats: B = 0 and C_mid = inf make a NaN
+            value = np.clip(value, -_LOG_FINITE, _LOG_FINITE)  # curve; the extremes are finite
         out[p] = np.exp(value) if log else value
     out["A"] = np.clip(out["A"], *pooled.bounds.A)
     out["R0"] = np.clip(out["R0"], *pooled.bounds.R0)

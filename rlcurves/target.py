@@ -55,7 +55,7 @@ class ComputeTarget:
     ... )  # the first half
     >>> target = fit.compute_to_reach(0.55, level=0.9)
     >>> print(target)
-    reaching 0.55 takes C = 5,129 [4,931, 5,432] (90%).
+    reaching 0.55 takes C = 5,129 [4,929, 5,448] (90%).
     """
 
     reward: float

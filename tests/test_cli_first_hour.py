@@ -199,16 +199,20 @@ def test_forecast_cli_says_what_calibrated_the_interval_and_its_warnings(tmp_pat
     """The forecast's calibration and notes (issue 12) reach the CLI, in flags' words."""
     assert main(["forecast", str(WIDE), "--reward", "8b", "--at", "8000", "-q"]) == 0
     out = capsys.readouterr().out
-    assert "calibration: " in out and "29 runs (" in out
+    from rlcurves.calibrate import default_calibration
+
+    n = default_calibration().n  # every run of the corpus
+    assert "calibration: " in out and f"{n} runs (" in out
     # regression (issue 26): the count was printed twice, "36 scores from 12 runs (36 scores)"
     line = next(x for x in out.splitlines() if "calibration: " in x)
-    assert line.count("29") == 1 and "scores" not in line
-    # four points, four parameters: the interval is unbounded and the note says how to fix it
+    assert line.count(f"{n} runs") == 1 and "scores" not in line
+    # four points, four parameters: the fit cannot estimate the noise; the forecast is the
+    # corpus's prior predictive (issue 42: never refused), and the note says so
     path = tmp_path / "four.csv"
     pd.DataFrame(
         {"gpu_hours": [100, 200, 400, 800], "val_pass_rate": [0.2, 0.3, 0.45, 0.5]}
     ).to_csv(path, index=False)
     assert main(["forecast", str(path), "--at", "1600", "--json", "-q"]) == 0
     item = json.loads(capsys.readouterr().out)
-    assert item["unbounded"] is True
-    assert "UNBOUNDED" in item["note"] and "r0=" not in item["note"]
+    assert item["unbounded"] is False
+    assert "prior predictive" in item["note"] and "4 evaluations" in item["note"]

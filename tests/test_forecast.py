@@ -1,6 +1,5 @@
 """forecast(): the Forecast contract for every method, the metric's range, and bad input."""
 
-import math
 import warnings
 
 import numpy as np
@@ -45,15 +44,21 @@ def test_bootstrap_forecast_contract(half_budget_fit):
     width = fc.upper - fc.lower
     assert width[1] > width[0]
     # the printed interval is the predictive distribution's, whose draws are mean + scale * Z
-    # with |Z| distributed as the run-level calibration scores (multiplier at the level)
-    q, scale = fc.info["multiplier"], fc.info["scale"]
-    assert q == pytest.approx(default_calibration().quantile(0.9)) and np.isfinite(q)
-    np.testing.assert_allclose(fc.lower, fc.mean - q * scale, atol=0.01 * width.max())
-    np.testing.assert_allclose(fc.upper, fc.mean + q * scale, atol=0.01 * width.max())
+    # with Z distributed as the run-level calibration scores, each tail its own (multipliers at
+    # the level and the forecast's distance past its window)
+    (q_lo, q_hi), scale = fc.info["multipliers"], fc.info["scale"]
+    cal = default_calibration()
+    expect_lo, expect_hi = cal.multipliers(0.9, fc.info["distance"])
+    np.testing.assert_allclose(q_lo, expect_lo)
+    np.testing.assert_allclose(q_hi, expect_hi)
+    np.testing.assert_allclose(fc.lower, fc.mean - q_lo * scale, atol=0.01 * width.max())
+    np.testing.assert_allclose(fc.upper, fc.mean + q_hi * scale, atol=0.01 * width.max())
+    np.testing.assert_allclose(fc.info["multiplier"], (q_lo + q_hi) / 2)
     assert fc.predictive.n_draws >= 2000 and "evaluations" in fc.predictive.quantity
     assert fc.prediction_predictive.quantity == "one evaluation"
     np.testing.assert_allclose(fc.prediction_predictive.interval(0.9)[0], fc.prediction_lower)
-    assert "29 runs" in fc.calibration and fc.calibration_n == 29
+    assert f"{cal.n} runs" in fc.calibration and fc.calibration_n == cal.n
+    assert fc.predictive.info["min_tail"] == pytest.approx(cal.min_tail)
     # the same seed gives the same draws
     again = forecast(half_budget_fit, [8000.0, 16000.0], seed=0, progress=False, n=400)
     np.testing.assert_array_equal(again.predictive.draws, fc.predictive.draws)
@@ -152,36 +157,50 @@ def test_default_forecast_covers_simulated_regimes(regime, n_prompts, ema):
         widths.append(fc.upper - fc.lower)
     assert sum(hits) >= 129, (regime, sum(hits))
     assert np.median(widths) < 0.08, (regime, np.median(widths))
-    if regime == "1,000 prompts":  # and not covering everything: two-sided where it can be
-        assert sum(hits) <= 146  # 97%; the benchmark measured 91%
+    # No upper bound on the coverage (there was one, 146, at 1,000 prompts): since issue 41 the
+    # shipped interval is a new family's, carrying the across-family spread of the corpus's
+    # misspecification, and these runs follow the sigmoid more closely than any real family (148
+    # of 150 covered); the width bound above is what keeps it useful.
 
 
-def test_regression_a_level_the_calibration_cannot_support_is_unbounded(half_budget_fit):
-    """Above level 0.972 the conformal multiplier was infinite and the forecast returned [0, 1]
-    with unbounded=False and an empty note. 29 calibration runs support levels up to 29/30."""
-    fc = forecast(half_budget_fit, 16000.0, level=0.98, seed=0, progress=False, n=200)
-    assert fc.unbounded and fc.predictive is None
-    assert "UNBOUNDED: a 98% interval needs at least 49 calibration runs" in fc.note
-    assert (fc.lower, fc.upper) == (0.0, 1.0) and math.isinf(fc.info["multiplier"])
-    ok = forecast(half_budget_fit, 16000.0, level=0.96, seed=0, progress=False, n=200)
-    assert not ok.unbounded and "UNBOUNDED" not in ok.note and ok.upper - ok.lower < 0.2
+def test_regression_a_level_the_calibration_cannot_support_is_said_and_the_nearest_used(
+    half_budget_fit,
+):
+    """Above the supported level the conformal multiplier was infinite and the forecast returned
+    [0, 1] with unbounded=False and an empty note (then: an unbounded interval). Each tail now
+    needs 1 / p - 1 calibration runs behind it; a level beyond gives the interval at the nearest
+    supported level, and the note says so."""
+    cal = default_calibration()
+    fc = forecast(half_budget_fit, 16000.0, level=0.995, seed=0, progress=False, n=200)
+    assert not fc.unbounded and fc.predictive is not None
+    assert fc.info["level_used"] == pytest.approx(cal.max_level) and cal.max_level < 0.995
+    assert "a 100% interval needs at least 399 calibration runs" in fc.note
+    assert f"the interval shown is the {cal.max_level:.1%} one" in fc.note
+    assert 0.0 < fc.lower < fc.upper < 1.0 and np.isfinite(fc.info["multiplier"])
+    ok = forecast(half_budget_fit, 16000.0, level=0.9, seed=0, progress=False, n=200)
+    assert ok.info["level_used"] == 0.9 and "needs at least" not in ok.note
+    assert ok.upper - ok.lower < fc.upper - fc.lower
 
 
 def test_no_interval_from_no_degrees_of_freedom():
     # 4 points, 4 parameters: nothing is left to estimate the noise from. The forecast must not
-    # come back as a confident zero-width interval: it is the whole pass-rate range, flagged.
+    # come back as a confident zero-width interval: a raw bootstrap kind or the profile gives the
+    # whole pass-rate range, flagged; the default is the corpus's prior predictive (issue 42,
+    # tests/test_shapes.py), never refused.
     c = np.array([100.0, 400.0, 1600.0, 6400.0])
     y = sigmoid(c, 0.6, 1.5, 800.0, 0.3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_sigmoid(c, y)
     assert fit.dof == 0
-    for kw in ({}, {"kind": "residual"}, {"method": "profile"}):
+    for kw in ({"kind": "residual"}, {"method": "profile"}):
         fc = forecast(fit, [6400.0, 20000.0], progress=False, seed=0, **kw)
         assert fc.unbounded and "UNBOUNDED" in fc.note and "at least 7 points" in fc.note
         np.testing.assert_array_equal(fc.lower, [0.0, 0.0])
         np.testing.assert_array_equal(fc.upper, [1.0, 1.0])
         assert np.all(fc.upper - fc.lower > 0)
+    prior = forecast(fit, [6400.0, 20000.0], progress=False, seed=0)
+    assert not prior.unbounded and prior.info["prior"] and np.all(prior.upper - prior.lower > 0)
 
 
 def test_a_ceiling_on_its_bound_is_said_beyond_the_data():

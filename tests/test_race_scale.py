@@ -1,8 +1,9 @@
 """Race at sweep scale (issue 43, item 5) decides exactly as before: the new ``Race.report()``
 against today's code (``benchmarks/race_reference.py``: rlcurves/race.py and the sweep-level
-functions of rlcurves/decide.py at the commit before the change) on real and simulated sweeps,
-over several reports with evaluations added between them, stops, ended and failed runs, seeds
-of one recipe and another seed; and the benchmark page's table is what the benchmark printed.
+functions of rlcurves/decide.py as issue 41 left them, 33ce880, before the change; made by
+scripts/make_race_reference.py) on real and simulated sweeps, over several reports with
+evaluations added between them, stops, ended and failed runs, seeds of one recipe and another
+seed; and the benchmark page's table is what the benchmark printed.
 
 The per-run forecasts are the same code in both, and the sweep-level rule is rearranged, not
 approximated (maxima and the draws' pairings are the same numbers), so the reports must be equal
@@ -201,8 +202,9 @@ def test_race_reports_are_todays_on_a_real_sweep(ref, scale):
 @pytest.mark.slow
 def test_race_reports_are_todays_on_a_simulated_sweep_with_seeds_ends_and_failures(ref, scale):
     """Simulated runs of every kind (sigmoids, a decline, a late take-off, a flat run), two
-    seeds of one recipe racing as one entry, a run that ends and one that fails between
-    reports, another seed and stops at once (confirm=1, alpha 0.2): every report equal."""
+    seeds of one recipe racing as one entry, runs that end (one stopped before, one running:
+    its value at the budget a forecast, advice 'ended') and one that fails between reports,
+    another seed and stops at once (confirm=1, alpha 0.2): every report equal."""
     runs = scale.simulated_sweep(7, seed=4, n_evals=40)
     names = list(runs)
     group = {names[5]: "recipe", names[6]: "recipe"}
@@ -213,10 +215,16 @@ def test_race_reports_are_todays_on_a_simulated_sweep_with_seeds_ends_and_failur
         race.end(names[1])
         race.fail(names[2], "diverged")
 
-    steps += [end_and_fail, _feed(runs, 52, 64, group), _feed(runs, 64, 80, group)]
+    def end_one_running(race, stopped):
+        _feed(runs, 52, 64, group)(race, stopped)
+        race.end(names[3])  # short of the budget, not stopped: its value there is a forecast
+
+    rest = {k: v for k, v in runs.items() if k != names[3]}  # the ended run gets nothing more
+    steps += [end_and_fail, end_one_running, _feed(rest, 64, 80, group)]
     reports = _race_both(ref, scale, 100.0, steps, seed=3, confirm=1, alpha=0.2)
     table = reports[-1].table.set_index("run")
     assert table.loc[names[2], "status"] == "failed"
+    assert table.loc[names[3], "advice"] == "ended"
     assert table.loc["recipe", "runs"] == [names[5], names[6]]
     assert any(r.stopped_now for r in reports), "some run was stopped on the way"
 
@@ -259,10 +267,13 @@ def test_race_refits_are_todays(ref, scale):
         assert (a.extra is None) == (b.extra is None) and (
             a.extra is None or close(a.extra, b.extra)
         )
-        cols = ["error", "fit_var", "mix_var", "noise_var", "distance"]
-        assert list(a.window["run"]) == list(b.window["run"]), k
+        assert list(a.window.columns) == list(b.window.columns), k
+        labels = ["run", "family"]
+        assert a.window[labels].equals(b.window[labels]), k
+        cols = [c for c in a.window.columns if c not in labels]
+        assert {"error", "fit_var", "noise_var", "distance"} <= set(cols)
         assert close(a.window[cols].to_numpy(), b.window[cols].to_numpy()), k
-    assert new["recipe"].extra is not None
+    assert new["recipe"].extra is not None and np.isfinite(new["recipe"].extra).all()
 
 
 # ---- the benchmark's page ---------------------------------------------------------------------

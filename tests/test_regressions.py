@@ -84,8 +84,10 @@ def test_zero_width_forecast_from_four_points_and_four_parameters():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_sigmoid(c, sigmoid(c, 0.62, 1.1, 700.0, 0.4))
-    fc = forecast(fit, 4000.0, progress=False, seed=0)
-    assert fc.unbounded and fc.upper - fc.lower == 1.0 and "at least 7 points" in fc.note
+    fc = forecast(fit, 4000.0, progress=False, seed=0)  # issue 42: the corpus's prior
+    assert not fc.unbounded and fc.info["prior"] and fc.upper - fc.lower > 0.05
+    raw = forecast(fit, 4000.0, progress=False, seed=0, kind="residual")
+    assert raw.unbounded and raw.upper - raw.lower == 1.0 and "at least 7 points" in raw.note
 
 
 def test_a_corpus_run_that_sags_is_reported_as_peaked():
@@ -93,7 +95,7 @@ def test_a_corpus_run_that_sags_is_reported_as_peaked():
     from rlcurves import fit_sigmoid, forecast
     from rlcurves.calibrate import load_corpus
 
-    run = load_corpus()["Qwen2.5-0.5B-Instruct-GSM8K-CRPO-sp-p1-b8-gamma2.0-lam2.0-01161659"]
+    run = load_corpus("gsm8k")["Qwen2.5-0.5B-Instruct-GSM8K-CRPO-sp-p1-b8-gamma2.0-lam2.0-01161659"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fit = fit_sigmoid(run["compute"], run["reward"])

@@ -229,10 +229,10 @@ def test_the_installed_command_runs(tmp_path):
         encoding="utf-8"
     )
     said = re.search(r"it says `UNLIKELY TO BEAT THE BASELINE` \((\S+ \[\S+, \S+\]) against "
-                     r"(\S+ \[\S+, \S+\]),\s+p\(above\) = (\S+)\)", readme)  # fmt: skip
+                     r"(\S+ \[\S+, \S+\]),\s+p\(above\) (?:= )?(<? ?[\d.]+)\)", readme)  # fmt: skip
     assert said, "docs/guide/watch.md's sentence on the whole log's watch"
     printed = re.search(r"at the budget: (\S+ \[\S+, \S+\]) \(90%.*\n.*baseline "
-                        r"recipe_loo_scalerl: (\S+ \[\S+, \S+\]); p\(above\) = (\S+)",
+                        r"recipe_loo_scalerl: (\S+ \[\S+, \S+\]); p\(above\) = (<? ?[\d.]+)",
                         proc.stdout)  # fmt: skip
     assert printed, proc.stdout
     # to the printed digit, give or take one: a bootstrap interval's last digit moves with the
