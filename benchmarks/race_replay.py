@@ -483,14 +483,14 @@ def summarize(outcomes: list[Outcome]) -> dict:
 
 def calibrations(sweeps: list[Sweep], how: str = "family") -> dict[str, object]:
     """Each sweep's forecast calibration, never made on its own runs: the shipped records of the
-    OTHER family only ("family", leave-one-family-out), or of every run outside the sweep
-    ("sweep": what a user racing a new sweep has; runs of the same family, other launches);
-    tau is refitted on the records kept."""
+    OTHER validation families only ("family", leave-one-family-out), or of every run outside the
+    sweep ("sweep": what a user racing a new sweep has; runs of the same family, other
+    launches); tau is refitted on the records kept."""
     from rlcurves.calibrate import default_calibration
 
-    cal = default_calibration()
-    if how == "family":
-        other = {f: cal.of_families(o) for f, o in FAMILY_OTHER.items()}
+    cal = default_calibration()  # the validation runs' (every sweep here logs a validation metric)
+    if how == "family":  # every other family of the kind, as the calibration study's folds
+        other = {f: cal.of_families([g for g in cal.families if g != f]) for f in FAMILY_OTHER}
         return {s.name: other[s.family] for s in sweeps}
     if how == "sweep":  # the shipped calibration keys the corpus's runs family/run
         return {s.name: cal.without([f"{s.family}/{r}" for r in s.sources]) for s in sweeps}

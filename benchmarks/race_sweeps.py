@@ -259,7 +259,8 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict, 
     from rlcurves.calibrate import default_calibration
 
     budget, runs = family_runs()[fam]
-    calibration = default_calibration().of_families(OTHER[fam])
+    shipped = default_calibration()  # the validation runs'; every other family of the kind
+    calibration = shipped.of_families([f for f in shipped.families if f != fam])
     cache: dict = {}
     index = {k: i for i, k in enumerate(runs)}
     sweeps = family_sweeps(fam, runs, n_sweeps)

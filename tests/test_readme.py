@@ -245,6 +245,30 @@ def test_race_page_table_is_what_the_replay_printed():
             assert line in page, f"the race page lacks the replay's row: {line}"
 
 
+def test_race_page_rerun_after_the_per_kind_calibration_is_what_the_benchmarks_wrote():
+    """Issue 41 changed every forecast's calibration; the race page's note gives the rerun of
+    both race benchmarks on it (results *_after41.json): the five real sweeps' table row for
+    row, and the defaults' and the guard-off setting's winners kept and compute on the 200
+    drawn sweeps, in the words of the note."""
+    page = page_text("benchmarks/race.md")
+    replay = _benchmark_module("race_replay")
+    sweeps = _benchmark_module("race_sweeps")
+    results = ROOT / "benchmarks" / "results"
+    rr = json.loads((results / "race_replay_after41.json").read_text())
+    res = json.loads((results / "race_sweeps_after41.json").read_text())
+    for line in replay.table(rr["table"]).splitlines():
+        assert line in page, f"the race page's note lacks the rerun's row: {line}"
+    words = " ".join(page.split())
+    d, g = res["results"]["alpha 0.05, guard before 40%"], res["results"]["alpha 0.05, guard off"]
+    said = (
+        f"keep {d['math']['kept']} of 100 MATH winners at {d['math']['compute_used']:.0%} of the "
+        f"compute and {d['gsm8k']['kept']} of 100 GSM8K winners at {d['gsm8k']['compute_used']:.0%}"
+    )
+    assert said in words, said
+    assert sweeps.choose(res["results"])["robust"] == "alpha 0.05, guard off"
+    assert f"at {g['math']['compute_used']:.0%} and {g['gsm8k']['compute_used']:.0%})" in words
+
+
 def test_race_page_settings_tables_are_what_the_benchmarks_printed():
     """Issue 28: the race page's table of settings on 200 sweeps is `python -m
     benchmarks.race_sweeps`'s for the results it wrote, the frontier on the real sweeps is
