@@ -20,9 +20,7 @@ HOLDOUT_REPOS = (
     "befocuss/Deep-GRPO",
     "kiankyars/rlvrbook",
     "rqzhangberkeley/DAPO",
-    "zz1358m/SofT-GRPO-master",
     "damek/assignment5-alignment",
-    "garg-aayush/building-from-scratch",
     "dequeueing/assignment5-alignment",
     "Taoger-Xu/assignment5-alignment",
 )

@@ -61,19 +61,6 @@ def _sweep(rng, bloom: bool, n_eval: int = 40):
     return c, runs
 
 
-def _sweep(rng, bloom: bool, n_eval: int = 40):
-    """Four runs of one budget (1,000), evaluated every 25: three that take off early (C_mid
-    150-200, ceilings 0.50-0.58) and one flat at 0.10 through the first 40% of the budget which,
-    when it blooms, climbs to 0.70 (C_mid 600) and wins; else stays flat. Noise sd 0.01."""
-    c = np.linspace(25.0, 1000.0, n_eval)
-    runs = {}
-    for i, (a, m) in enumerate(((0.50, 150.0), (0.54, 180.0), (0.58, 200.0))):
-        runs[f"early{i}"] = sigmoid(c, a, 2.5, m, 0.1) + rng.normal(0, 0.01, c.size)
-    top = 0.70 if bloom else 0.12
-    runs["flat"] = sigmoid(c, top, 6.0, 600.0, 0.1) + rng.normal(0, 0.01, c.size)
-    return c, runs
-
-
 @pytest.mark.slow
 def test_a_late_bloomer_is_kept_as_often_as_the_calibration_promises():
     """Truths from a process other than the forecasts: sweeps whose flat run takes off late at
