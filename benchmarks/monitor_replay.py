@@ -31,7 +31,9 @@ none) of the clear winners to stop. It is chosen leave-one-family-out (on GSM8K,
 MATH, and the reverse; the held-out family is also scored on its leave-one-family-out
 forecasts: out of family twice over) and then on both families together, on the first
 calibration's replay; ``--write`` stores the latter in ``rlcurves/data/stop_rule.json``
-(:data:`rlcurves.decide.DEFAULT_RULE`) with the held-out figures beside it. README's tables are
+(:data:`rlcurves.decide.DEFAULT_RULE`) with the held-out figures beside it. The replay's own
+table scores the rule Monitor ships (the fitted one only once ``--write`` made it so), and the
+fit's choice is reported beside it. README's tables are
 :func:`readme_table` and :func:`fit_table` of the results file (``tests/test_readme.py`` checks).
 
 Run: python -m benchmarks.monitor_replay [--quick] [--fit-thresholds [--write]] [--simulate N]
@@ -65,6 +67,7 @@ from rlcurves.decide import (
     Hysteresis,
     PeakTest,
     StopRule,
+    _tail_support,
     decide,
     final_level,
     first_stop,
@@ -195,7 +198,8 @@ def replay(
 def matrices(rep: dict, rule: StopRule) -> dict:
     """Arrays over (pair, refit) to score many schedules fast: p(above), the rule's other
     conditions (evaluations, an identified fit, a bounded forecast), the plateau verdicts (which
-    do not depend on the baseline) and the fractions."""
+    do not depend on the baseline), the fractions, and the smallest one-sided tail each
+    forecast's calibration supports (decide() lifts a lower threshold to it)."""
     pairs = rep["pairs"]
     k = max(len(v) for v in rep["runs"].values())
     shape = (len(pairs), k)
@@ -204,6 +208,7 @@ def matrices(rep: dict, rule: StopRule) -> dict:
     plateau = np.zeros(shape, bool)
     frac = np.full(shape, np.inf)
     progress = np.zeros(shape)
+    support = np.zeros(shape)
     diff = np.empty(len(pairs))
     # decide() without a baseline, the gates and the peak test: on a plateau or not (against a
     # baseline a fall is reported, not acted on)
@@ -223,6 +228,9 @@ def matrices(rep: dict, rule: StopRule) -> dict:
         plateau[i, :n], gate[i, :n] = per_run[(fam, a)]
         frac[i, :n] = [x.fraction for x in refits]
         progress[i, :n] = [0.0 if x.progress is None else x.progress for x in refits]
+        support[i, :n] = [
+            _tail_support(None if x.forecast is None else x.forecast.predictive) for x in refits
+        ]
         p[i, :n] = [
             np.nan if x.forecast is None or x.forecast.predictive is None
             else prob_above(x.forecast, base) for x in refits
@@ -230,7 +238,7 @@ def matrices(rep: dict, rule: StopRule) -> dict:
         diff[i] = rep["levels"][(fam, a)].info["mean"] - base.info["mean"]
     fam = np.array([x[0] for x in pairs])
     return {"p": p, "gate": gate, "plateau": plateau, "frac": frac, "progress": progress,
-            "diff": diff, "family": fam}  # fmt: skip
+            "support": support, "diff": diff, "family": fam}  # fmt: skip
 
 
 def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
@@ -240,6 +248,9 @@ def first_stops(m: dict, rule: StopRule) -> tuple[np.ndarray, np.ndarray]:
     thr = np.full(frac.shape, -np.inf)
     for f, t in rule.schedule:
         thr = np.where(frac >= f - 1e-12, t, thr)
+    # decide() lifts a threshold below the tail the forecast's calibration supports to that tail
+    support = m.get("support", np.zeros(frac.shape))
+    thr = np.where((thr > 0) & (thr < support), support, thr)
     ok = m["gate"] & (frac >= rule.min_fraction - 1e-12) & (m["progress"] >= rule.min_progress)
     p = np.nan_to_num(m["p"], nan=1.0)
     by_p = ok & (p <= thr)
@@ -480,8 +491,8 @@ def main(argv: list[str] | None = None) -> dict:
     rule = DEFAULT_RULE
     if args.fit_thresholds:
         out["fit"] = fit_thresholds(ms, masks, args.alpha, DEFAULT_RULE)
-        rule = DEFAULT_RULE.replace(schedule=out["fit"]["all"]["schedule"], source=COMMAND)
-        if args.write:
+        if args.write:  # the replay scores the rule Monitor ships: the fitted one once written
+            rule = DEFAULT_RULE.replace(schedule=out["fit"]["all"]["schedule"], source=COMMAND)
             RULE_FILE.write_text(json.dumps({
                 "command": COMMAND,
                 "alpha": args.alpha,

@@ -312,3 +312,27 @@ def test_false_stop_rate_of_the_shipped_rule_on_simulated_runs():
     assert s["winners_stopped"] <= 9, s
     # ...and the rule still stops: most clear losers (by 0.03-0.1) are told to
     assert s["losers_stopped"] >= 0.5 * s["losers"], s
+
+
+def test_regression_replay_fast_path_lifts_thresholds_to_the_supported_tail_as_decide_does():
+    """benchmarks/monitor_replay.py scores schedules with a vectorized copy of decide() and
+    Hysteresis; decide() lifts a threshold below the tail the forecast's calibration supports
+    (1 / (n + 1) for n runs) to that tail (issue 41), the copy did not, and the replay's check
+    that both agree failed on two MATH pairs (p(above) 0.011 at 27.5% of the budget: under
+    0.0196, the 50-run calibration's smallest tail, not under the rule's 0.01). A pair with
+    p(above) 0.015 from 15% on stops under the lifted threshold, not under the rule's own."""
+    from benchmarks.monitor_replay import first_stops
+
+    frac = np.array([[0.15, 0.2, 0.25]])
+    m = {
+        "frac": frac,
+        "p": np.full(frac.shape, 0.015),
+        "gate": np.ones(frac.shape, bool),
+        "plateau": np.zeros(frac.shape, bool),
+        "progress": np.ones(frac.shape),
+    }
+    rule = DEFAULT_RULE.replace(schedule=((0.1, 0.01), (0.3, 0.05)), hold=2, hold_span=0.0)
+    first, by_p = first_stops({**m, "support": np.full(frac.shape, 1 / 51)}, rule)
+    assert first.tolist() == [1] and by_p.tolist() == [True]  # held on the 2nd refit
+    first, _ = first_stops({**m, "support": np.zeros(frac.shape)}, rule)
+    assert first.tolist() == [-1]
