@@ -125,3 +125,11 @@ def test_race_page_and_readme_show_what_the_corpus_replay_wrote(bench):
     )
     assert said in readme, said
     assert len(res["sweeps"]) == len(json.loads(bench.SWEEP_LIST.read_text())["sweeps"])
+    known = json.loads(
+        (ROOT / "benchmarks" / "results" / "race_corpus_known_family.json").read_text()
+    )
+    (row,) = [
+        line for line in bench.table(known["table"]).splitlines() if "Race (defaults)" in line
+    ]
+    assert row in page, f"the race page lacks the known-family replay's row: {row}"
+    assert set(known["sweeps"]) == set(res["sweeps"])
