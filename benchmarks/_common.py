@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -24,6 +25,20 @@ def median_time(fn: Callable[[], object], *, repeat: int = 30, min_time: float =
         fn()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
+
+
+def wilson(k: float, n: int, conf: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial rate ``k / n`` (``k`` may be a mean over orders)."""
+    if n == 0:
+        return (math.nan, math.nan)
+    from scipy.stats import norm
+
+    z = float(norm.ppf((1 + conf) / 2))
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 def machine() -> dict[str, object]:

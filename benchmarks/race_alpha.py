@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchmarks.race_corpus import wilson
+from benchmarks._common import wilson
 from benchmarks.race_replay import Sweep, cached_race_class
 
 RESULTS = Path(__file__).parent / "results"

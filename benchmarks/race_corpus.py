@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 import warnings
 from pathlib import Path
@@ -42,14 +41,13 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from benchmarks._common import wilson
 from benchmarks.race_replay import (
+    OTHER_LABELS,
     Outcome,
     Sweep,
-    make_asha,
-    make_median,
-    replay_optuna,
+    other_methods,
     replay_race,
-    replay_ray,
     score,
 )
 
@@ -195,20 +193,6 @@ def far_behind(sweep: Sweep) -> list[str]:
 
 
 # ---- the summary ---------------------------------------------------------------------------------
-
-
-def wilson(k: float, n: int, conf: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial rate ``k / n`` (``k`` may be a mean over orders)."""
-    if n == 0:
-        return (math.nan, math.nan)
-    from scipy.stats import norm
-
-    z = float(norm.ppf((1 + conf) / 2))
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 def summarize(outcomes: list[Outcome], sweeps: list[Sweep], oracle_compute: float) -> dict:
@@ -390,19 +374,8 @@ def main(argv: list[str] | None = None) -> None:
     rows["Race (defaults)"] = replicates[0]["defaults"]
     if replicates[0]["chosen"]:
         rows["Race, setting chosen on the other families"] = replicates[0]["chosen"]
-    others: dict[str, list[Outcome]] = {}
-    for s in tqdm(sweeps, desc="ASHA, median, Optuna"):
-        for seed in range(n_orders):
-            for name, make in (("asha", make_asha), ("median", make_median)):
-                others.setdefault(name, []).append(replay_ray(s, make, name, seed))
-            for name in ("optuna_median", "optuna_sha"):
-                others.setdefault(name, []).append(replay_optuna(s, name, seed))
-    labels = {
-        "asha": "Ray Tune ASHA (rf 3, rungs 1/9, 1/3)",
-        "median": "Ray Tune median stopping rule (grace 25%)",
-        "optuna_median": "Optuna MedianPruner (sequential, warm-up 25%)",
-        "optuna_sha": "Optuna SuccessiveHalvingPruner (sequential, rf 3)",
-    }
+    others = other_methods(sweeps, n_orders)
+    labels = OTHER_LABELS
     rows.update({labels[k]: summarize(v, sweeps, oracle_compute) for k, v in others.items()})
     rows["oracle (stops at 25% every run ending > 0.02 behind)"] = summarize(
         oracles, sweeps, oracle_compute

@@ -440,6 +440,28 @@ def replay_optuna(sweep: Sweep, pruner_name: str, seed: int) -> Outcome:
     return score(sweep, pruner_name, used, time.perf_counter() - t0)
 
 
+#: The schedulers Race is compared with, by key: what each row of the tables says.
+OTHER_LABELS = {
+    "asha": "Ray Tune ASHA (rf 3, rungs 1/9, 1/3)",
+    "median": "Ray Tune median stopping rule (grace 25%)",
+    "optuna_median": "Optuna MedianPruner (sequential, warm-up 25%)",
+    "optuna_sha": "Optuna SuccessiveHalvingPruner (sequential, rf 3)",
+}
+
+
+def other_methods(sweeps: list[Sweep], n_orders: int) -> dict[str, list[Outcome]]:
+    """Ray Tune's ASHA and median stopping rule and Optuna's two pruners on every sweep, in
+    ``n_orders`` random orders each (keys of :data:`OTHER_LABELS`)."""
+    others: dict[str, list[Outcome]] = {}
+    for s in tqdm(sweeps, desc="ASHA, median, Optuna"):
+        for seed in range(n_orders):
+            for name, make in (("asha", make_asha), ("median", make_median)):
+                others.setdefault(name, []).append(replay_ray(s, make, name, seed))
+            for name in ("optuna_median", "optuna_sha"):
+                others.setdefault(name, []).append(replay_optuna(s, name, seed))
+    return others
+
+
 # ---- the table -----------------------------------------------------------------------------------
 
 N_ORDERS = 20  # random arrival/trial orders for the methods that depend on them
@@ -808,7 +830,6 @@ def main(argv: list[str] | None = None) -> None:
         n_orders, settings = 3, (DEFAULT,)
     hows = ("family", "sweep") if args.calibration == "both" else (args.calibration,)
     grids: dict[str, dict[tuple, list[Outcome]]] = {}
-    others: dict[str, list[Outcome]] = {}
     seconds = []
     for how in hows:
         cals = calibrations(sweeps, how)
@@ -838,18 +859,8 @@ def main(argv: list[str] | None = None) -> None:
                     )
                     fig.savefig(args.figure, dpi=110)
                     plt.close(fig)
-    for s in tqdm(sweeps, desc="ASHA, median, Optuna"):
-        for seed in range(n_orders):
-            for name, make in (("asha", make_asha), ("median", make_median)):
-                others.setdefault(name, []).append(replay_ray(s, make, name, seed))
-            for name in ("optuna_median", "optuna_sha"):
-                others.setdefault(name, []).append(replay_optuna(s, name, seed))
-    labels = {
-        "asha": "Ray Tune ASHA (rf 3, rungs 1/9, 1/3)",
-        "median": "Ray Tune median stopping rule (grace 25%)",
-        "optuna_median": "Optuna MedianPruner (sequential, warm-up 25%)",
-        "optuna_sha": "Optuna SuccessiveHalvingPruner (sequential, rf 3)",
-    }
+    others = other_methods(sweeps, n_orders)
+    labels = OTHER_LABELS
     rows = {}
     for how, grid in grids.items():
         rows[f"Race (defaults), {CALIBRATIONS[how]}"] = summarize(grid[DEFAULT])
