@@ -65,6 +65,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import rlcurves
+from benchmarks._common import wilson
 from rlcurves import fit_sigmoid, sigmoid
 from rlcurves.calibrate import (
     _DEFAULT,
@@ -102,20 +103,6 @@ PAPER_SETS = [
     ("math curve", 2896.0, 2.05, 0.595),
     ("code curve", 1675.0, 1.09, 0.615),
 ]
-
-
-def wilson(k: int, n: int, conf: float = WILSON) -> tuple[float, float]:
-    """Wilson score interval of a binomial rate ``k / n``."""
-    if n == 0:
-        return (math.nan, math.nan)
-    from scipy.stats import norm
-
-    z = float(norm.ppf((1 + conf) / 2))
-    p = k / n
-    den = 1 + z * z / n
-    mid = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, mid - half), min(1.0, mid + half))
 
 
 def fit_prefix(c, r, fraction):
@@ -401,7 +388,7 @@ def summarize(records: list[dict], split: str) -> list[dict]:
         n = len(g)
         bounded = [r for r in g if not r["unbounded"]]
         k = sum(r["covered"] for r in bounded)
-        lo, hi = wilson(k, n)
+        lo, hi = wilson(k, n, WILSON)
         rows.append(
             {
                 "split": split,
@@ -630,7 +617,7 @@ def regime_rows(regs: dict[str, list[dict]]) -> list[dict]:
     rows = []
     for label, recs in regs.items():
         n, k = len(recs), sum(r["covered"] for r in recs)
-        lo, hi = wilson(k, n)
+        lo, hi = wilson(k, n, WILSON)
         rows.append({"regime": label, "n": n, "covered": k, "coverage": k / n if n else math.nan,
                      "wilson_low": lo, "wilson_high": hi,
                      "median_width": _median(r["width"] for r in recs),
