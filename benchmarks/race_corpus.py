@@ -123,10 +123,9 @@ def load_sweeps() -> list[Sweep]:
             )
         budget = min(float(df["compute"].max()) for df in runs.values())
         cut = {k: df[df["compute"] <= budget].reset_index(drop=True) for k, df in runs.items()}
-        sweep = Sweep(f"{s['family']}/{s['sweep']}", s["family"], budget, cut, "step",
-                      tuple(s["runs"]))  # fmt: skip
-        sweep.kind = str(kinds[s["family"]])  # type: ignore[attr-defined]
-        out.append(sweep)
+        name = f"{s['family']}/{s['sweep']}"
+        kind = str(kinds[s["family"]])
+        out.append(Sweep(name, s["family"], budget, cut, "step", tuple(s["runs"]), kind=kind))
     return out
 
 

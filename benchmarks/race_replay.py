@@ -126,6 +126,7 @@ class Sweep:
     unit: str
     sources: tuple[str, ...] = ()  # the runs' names in the corpus (and the calibration records)
     final_values: dict[str, float] | None = None  # the finals when not the runs' own (thinned)
+    kind: str = "validation"  # the metric's kind in the corpus (its calibration's)
 
     def finals(self) -> dict[str, float]:
         if self.final_values is not None:
