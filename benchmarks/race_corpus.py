@@ -47,6 +47,7 @@ from benchmarks.race_replay import (
     Outcome,
     Sweep,
     other_methods,
+    per_sweep,
     replay_race,
     score,
 )
@@ -219,15 +220,7 @@ def summarize(outcomes: list[Outcome], sweeps: list[Sweep], oracle_compute: floa
         "far_behind_runs": n_far,
         "far_behind_stopped_by_40": early,
         "far_behind_wilson": wilson(early, n_far),
-        "per_sweep": {
-            k: {
-                "kept_winner": float(np.mean([o.kept_winner for o in v])),
-                "regret": float(np.mean([o.regret for o in v])),
-                "compute_used": float(np.mean([o.compute_fraction for o in v])),
-                "stopped_at": v[0].stopped_at if len(v) == 1 else None,
-            }
-            for k, v in per.items()
-        },
+        "per_sweep": per_sweep(per),
     }
 
 

@@ -492,15 +492,21 @@ def summarize(outcomes: list[Outcome]) -> dict:
         "mean_regret": float(np.mean(reg)),
         "worst_regret": float(worst),
         "compute_used": float(np.mean(used)),
-        "per_sweep": {
-            k: {
-                "kept_winner": float(np.mean([o.kept_winner for o in v])),
-                "regret": float(np.mean([o.regret for o in v])),
-                "compute_used": float(np.mean([o.compute_fraction for o in v])),
-                "stopped_at": v[0].stopped_at if len(v) == 1 else None,
-            }
-            for k, v in by_sweep.items()
-        },
+        "per_sweep": per_sweep(by_sweep),
+    }
+
+
+def per_sweep(by_sweep: dict[str, list[Outcome]]) -> dict[str, dict]:
+    """Per sweep: winner kept, regret and compute (means over orders), and where each run was
+    stopped (with one outcome)."""
+    return {
+        k: {
+            "kept_winner": float(np.mean([o.kept_winner for o in v])),
+            "regret": float(np.mean([o.regret for o in v])),
+            "compute_used": float(np.mean([o.compute_fraction for o in v])),
+            "stopped_at": v[0].stopped_at if len(v) == 1 else None,
+        }
+        for k, v in by_sweep.items()
     }
 
 
