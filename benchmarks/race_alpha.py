@@ -35,7 +35,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from benchmarks._common import wilson
-from benchmarks.race_replay import Sweep, cached_race_class
+from benchmarks.race_replay import Sweep, replay_race
 
 RESULTS = Path(__file__).parent / "results"
 BUDGET = 1000.0
@@ -91,28 +91,6 @@ def sweep_rule_alone():
     return DEFAULT_RULE.replace(schedule=((0.0, 0.999),), p_on_track=1.0, hold=1, hold_span=0.0)
 
 
-def replay(sweep: Sweep, kws: dict, cache: dict) -> dict[str, float]:
-    """Race at every rung (a stopped run reports nothing more): the compute each run used."""
-    race = cached_race_class()(
-        sweep.budget, rungs=RUNGS, cache=cache, index={k: i for i, k in enumerate(sweep.runs)},
-        **kws,
-    )  # fmt: skip
-    used = {k: 0.0 for k in sweep.runs}
-    stopped: set[str] = set()
-    lo = -math.inf
-    for hi in sweep.budget * np.arange(1, RUNGS + 1) / RUNGS:
-        for k, df in sweep.runs.items():
-            if k in stopped:
-                continue
-            part = df[(df["compute"] > lo) & (df["compute"] <= hi + 1e-9)]
-            if len(part):
-                race.update(k, part["compute"].to_numpy(), part["reward"].to_numpy())
-                used[k] = float(part["compute"].iloc[-1])
-        lo = hi + 1e-9
-        stopped |= set(race.report().stop)
-    return {k: (sweep.budget if k not in stopped else c) for k, c in used.items()}
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=60, help="simulated sweeps")
@@ -137,7 +115,7 @@ def main(argv: list[str] | None = None) -> None:
         winners_kind[kinds[winner]] = winners_kind.get(kinds[winner], 0) + 1
         cache: dict = {}
         for label, kws in settings.items():
-            used = replay(sweep, kws, cache)
+            used = replay_race(sweep, {**kws, "rungs": RUNGS}, cache, rungs=RUNGS)[0].used
             kept = [k for k, c in used.items() if c >= sweep.budget - 1e-9]
             regret = best - max((finals[k] for k in kept), default=-math.inf)
             compute[label].append(sum(used.values()) / (len(used) * sweep.budget))

@@ -239,8 +239,8 @@ def thinned(sweep: Sweep, n_points: int) -> Sweep:
     return replace(sweep, runs=runs, final_values=sweep.finals())
 
 
-def rung_grid(sweep: Sweep) -> np.ndarray:
-    return sweep.budget * np.arange(1, RUNGS + 1) / RUNGS
+def rung_grid(sweep: Sweep, rungs: int = RUNGS) -> np.ndarray:
+    return sweep.budget * np.arange(1, rungs + 1) / rungs
 
 
 # what Race._refit sets on an entry (a cache hit restores them)
@@ -285,10 +285,12 @@ def replay_race(
     cache: dict | None = None,
     index: dict | None = None,
     on_report: Callable[[object], None] | None = None,
+    rungs: int = RUNGS,
 ) -> tuple[Outcome, object]:
     """Race at every rung; a stopped run reports nothing more. ``cache`` (one per calibration and
     budget) shares the refits between settings and sweeps; ``index`` gives each run its forecast
-    seed (default: its place in the sweep, as Race would); ``on_report`` sees every report."""
+    seed (default: its place in the sweep, as Race would); ``on_report`` sees every report;
+    the race looks at ``rungs`` equal steps of the budget (pass Race the same ``rungs``)."""
     t0 = time.perf_counter()
     race = cached_race_class()(
         sweep.budget,
@@ -300,7 +302,7 @@ def replay_race(
     stopped: set[str] = set()
     lo = -math.inf
     report = None
-    for hi in rung_grid(sweep):
+    for hi in rung_grid(sweep, rungs):
         for k, df in sweep.runs.items():
             if k in stopped:
                 continue
