@@ -8,18 +8,19 @@ steepness and midpoint, 10% that peak and decline, 10% late take-offs (flat, the
 30-45% of the budget on) and 10% flat at their start level; noise sd 0.01-0.02.
 
 For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` as
-issue 41 left it, before the change; ``new``: :class:`rlcurves.Race`): a race fed every run's 25
-evaluations, then the seconds of its first ``report()`` (every run fitted and forecast, then the
-decisions), and of its decisions alone (``Race._decide``: the sweep's tau, every run's draws at
-it, the per-run and the sweep-level rules, the table); then one run gets one evaluation more, at
-the next rung of the budget (55%), so that the report refits it (a run is refit when its compute
-crosses a rung: an evaluation that crosses none gives the cached report at once, with either
-code), and the seconds of that report. Both codes' reports are compared: field by field and
-exactly (:func:`same_reports`, "identical"), and by their decisions, with the largest relative
-difference of their numbers (:func:`decisions`; each code refits on its own here, and today's
-refits are not reproducible to the last bit: tests/test_race_scale.py, which compares the
-reports exactly on shared refits). The numba kernels are compiled (and a small race run)
-before the clock.
+issue 41 left it, run with the solver as it was then, :func:`todays_solver`: no memory of
+repeated fits, the bounded polish run to ``ftol=1e-15``; ``new``: :class:`rlcurves.Race` with the
+library's solver): a race fed every run's 25 evaluations, then the seconds of its first
+``report()`` (every run fitted and forecast, then the decisions), and of its decisions alone
+(``Race._decide``: the sweep's tau, every run's draws at it, the per-run and the sweep-level
+rules, the table); then one run gets one evaluation more, at the next rung of the budget (55%),
+so that the report refits it (a run is refit when its compute crosses a rung: an evaluation that
+crosses none gives the cached report at once, with either code), and the seconds of that report.
+Both codes' reports are compared field by field (:func:`same_reports`, "identical") and by their
+decisions, with the largest relative and absolute differences of their numbers
+(:func:`decisions`): each code refits on its own, with its own solver, so the numbers differ in
+the last digits (tests/test_race_scale.py compares the two Races' reports exactly on shared
+refits). The numba kernels are compiled (and a small race run) before the clock.
 
 Today's code refits every run itself only where that takes a few minutes (``--today-up-to``,
 default 100 runs). At 1,000 runs its first report would take about 10 minutes on 2 cores, most
@@ -27,8 +28,8 @@ of it the same refits as the new code's (the per-run forecasting is the same cod
 there it takes the new code's refits of the first report (:func:`timed_class`) and only its
 decisions are timed; the report after one new evaluation refits that run itself.
 
-``--profile N``: cProfile of today's first report on N runs x 25 evaluations, by part (the
-table "where a first report's time goes").
+``--profile N``: cProfile of each code's first report on N runs x 25 evaluations, by part (the
+tables "where a first report's time goes").
 
 Run: python -m benchmarks.race_scale [--sizes 10 100 1000] [--today-up-to 100] [--profile 300]
 (about 25 minutes on 2 shared cores with the defaults; the results go to
@@ -41,6 +42,7 @@ import argparse
 import json
 import os
 import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +87,40 @@ def simulated_sweep(n_runs: int, *, seed: int = 0, n_evals: int = N_EVALS) -> di
 
 # what a refit sets on an entry (both codes): a donor's refits are handed to today's code
 REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why")
+
+
+#: The solver's settings before the fits were made faster (issue 43, item 5): every fit solved
+#: afresh, and the bounded polish run until a step lowers the RSS by less than 1e-15.
+TODAYS_SOLVER = {"SOLVED_KEEP": 0, "POLISH_FTOL": 1e-15}
+
+
+@contextmanager
+def todays_solver():
+    """The solver as it was before (:data:`TODAYS_SOLVER`) inside the block; the memory of
+    repeated fits emptied on the way in and out, so that neither code finds the other's fits."""
+    from rlcurves import solver
+
+    saved = {k: getattr(solver, k) for k in TODAYS_SOLVER}
+    solver._solved.clear()
+    try:
+        for k, v in TODAYS_SOLVER.items():
+            setattr(solver, k, v)
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(solver, k, v)
+        solver._solved.clear()
+
+
+def solver_for(code: str):
+    """The solver each code runs with: today's settings for ``today``, the library's for ``new``
+    (its memory emptied first)."""
+    if code == "today":
+        return todays_solver()
+    from rlcurves import solver
+
+    solver._solved.clear()
+    return nullcontext()
 
 
 def race_classes() -> dict:
@@ -158,11 +194,12 @@ def timed(fn):
 def warm() -> None:
     """Compile the kernels and run every code path once, before the clock."""
     runs = simulated_sweep(3, seed=99)
-    for cls in race_classes().values():
-        race = fed(cls, runs)
-        race.report()
-        one_more(race, runs)
-        race.report()
+    for code, cls in race_classes().items():
+        with solver_for(code):
+            race = fed(cls, runs)
+            race.report()
+            one_more(race, runs)
+            race.report()
 
 
 def same_reports(a, b) -> list[str]:
@@ -222,9 +259,11 @@ def same_reports(a, b) -> list[str]:
 
 def decisions(a, b) -> dict:
     """Whether two reports decide alike (who to stop, who leads, each entry's status and advice),
-    and how far apart their numbers are (largest relative difference over the table's numbers,
-    the risk, the alpha spent and the tau): the codes refit each on their own, and today's
-    refits themselves differ in the last digits now and then (tests/test_race_scale.py)."""
+    and how far apart their numbers are (largest relative and absolute differences over the
+    table's numbers, the risk, the alpha spent and the tau): the codes refit each on their own,
+    today's with today's solver (:func:`todays_solver`), whose polish settles flat valleys
+    further, so their forecasts differ in the sixth digit and a probability counted over draws
+    by a draw now and then."""
     cols = ["run", "status", "advice"]
     same = (
         a.stop == b.stop
@@ -236,8 +275,13 @@ def decisions(a, b) -> dict:
     x = np.r_[a.table[nums].to_numpy(float).ravel(), a.risk, a.spent, a.tau or 0.0]
     y = np.r_[b.table[nums].to_numpy(float).ravel(), b.risk, b.spent, b.tau or 0.0]
     ok = np.isfinite(x) & np.isfinite(y)
-    rel = np.abs(x[ok] - y[ok]) / np.maximum(np.abs(y[ok]), 1e-12)
-    return {"same_decisions": bool(same), "max_relative_difference": float(rel.max(initial=0.0))}
+    gap = np.abs(x[ok] - y[ok])
+    rel = gap / np.maximum(np.abs(y[ok]), 1e-12)
+    return {
+        "same_decisions": bool(same),
+        "max_relative_difference": float(rel.max(initial=0.0)),
+        "max_absolute_difference": float(gap.max(initial=0.0)),
+    }
 
 
 def measure(n_runs: int, today_refits: bool, seed: int = 0) -> dict:
@@ -253,12 +297,13 @@ def measure(n_runs: int, today_refits: bool, seed: int = 0) -> dict:
     for code in ("new", "today"):
         race = fed(timed_class(classes[code], None if today_refits else donors), runs)
         before = load()
-        first, rep1 = timed(race.report)
-        first_decide = race.decide_s
-        if code == "new":
-            donors = refits(race)
-        one_more(race, runs)
-        again, rep2 = timed(race.report)
+        with solver_for(code):
+            first, rep1 = timed(race.report)
+            first_decide = race.decide_s
+            if code == "new":
+                donors = refits(race)
+            one_more(race, runs)
+            again, rep2 = timed(race.report)
         out[code] = {
             "first_report_s": first,
             "first_decide_s": first_decide,
@@ -283,6 +328,7 @@ def measure(n_runs: int, today_refits: bool, seed: int = 0) -> dict:
     both = [decisions(reports["today"][i], reports["new"][i]) for i in (0, 1)]
     out["same_decisions"] = all(d["same_decisions"] for d in both)
     out["max_relative_difference"] = max(d["max_relative_difference"] for d in both)
+    out["max_absolute_difference"] = max(d["max_absolute_difference"] for d in both)
     t, n = out["today"], out["new"]
     if today_refits:
         out["first_report_speedup"] = t["first_report_s"] / n["first_report_s"]
@@ -299,18 +345,19 @@ PARTS = {
 }
 
 
-def profile(n_runs: int, seed: int = 0) -> dict:
-    """cProfile of today's first report on ``n_runs`` runs: seconds by part."""
+def profile(n_runs: int, seed: int = 0, code: str = "today") -> dict:
+    """cProfile of one code's first report on ``n_runs`` runs: seconds by part."""
     import cProfile
     import pstats
 
-    race = fed(race_classes()["today"], simulated_sweep(n_runs, seed=seed))
+    race = fed(race_classes()[code], simulated_sweep(n_runs, seed=seed))
     prof = cProfile.Profile()
     before = load()
     t0 = time.perf_counter()
-    prof.enable()
-    race.report()
-    prof.disable()
+    with solver_for(code):
+        prof.enable()
+        race.report()
+        prof.disable()
     total = time.perf_counter() - t0
     stats = pstats.Stats(prof).stats
     cum: dict[str, float] = {}
@@ -329,6 +376,7 @@ def profile(n_runs: int, seed: int = 0) -> dict:
         "of which the evaluations as frames (_Entry.points)": cum.get("points", 0.0),
     }
     return {
+        "code": code,
         "runs": n_runs,
         "evaluations": N_EVALS,
         "total_s": total,
@@ -367,7 +415,7 @@ def table(res: dict) -> str:
 
 
 def profile_table(prof: dict) -> str:
-    """Where today's first report's time goes (cProfile, cumulative seconds by part)."""
+    """Where a code's first report's time goes (cProfile, cumulative seconds by part)."""
     total = prof["total_s"]
     lines = ["| part | seconds | share |", "|---|---|---|"]
     for label, s in {**prof["parts_s"], **prof["inside_s"]}.items():
@@ -387,7 +435,7 @@ def main(argv: list[str] | None = None) -> None:
         default=100,
         help="today's code refits every run itself up to this many runs (above: the new's refits)",
     )
-    parser.add_argument("--profile", type=int, default=0, help="profile today's code on N runs")
+    parser.add_argument("--profile", type=int, default=0, help="profile both codes on N runs")
     parser.add_argument("--out", default=str(RESULTS / "race_scale.json"))
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
@@ -396,12 +444,14 @@ def main(argv: list[str] | None = None) -> None:
     for n in args.sizes:
         res["sizes"].append(measure(n, today_refits=n <= args.today_up_to))
     if args.profile:
-        res["profile"] = profile(args.profile)
+        res["profile"] = profile(args.profile, code="today")
+        res["profile_new"] = profile(args.profile, code="new")
     res["seconds"] = time.perf_counter() - t0
     Path(args.out).write_text(json.dumps(res, indent=2, default=float))
     print(table(res))
-    if "profile" in res:
-        print(profile_table(res["profile"]))
+    for key in ("profile", "profile_new"):
+        if key in res:
+            print(profile_table(res[key]))
     print(f"saved {args.out}")
 
 
