@@ -21,7 +21,7 @@ from test_fit_properties import curves, make_curve
 from rlcurves import _kernels as K
 from rlcurves import fit_sigmoid, sigmoid
 from rlcurves import solver as S
-from rlcurves.model import fraction_of_gain, log_compute
+from rlcurves.model import log_compute
 
 PASS_RATE = ((0.0, 1.0), (0.0, 1.0))  # the bounds fit_sigmoid picks for a pass rate
 
@@ -699,29 +699,11 @@ def test_hypothesis_examples_do_not_depend_on_imported_modules(tmp_path):
 
 
 # A short window whose last evaluation jumps: its best fit is a step at the end with A on its
-# bound, and the bounded polish walks up log B in steps that lower the RSS by ~1e-14 each.
+# bound, which takes the bounded polish (tens of milliseconds), the case the memory is for.
 STEP_AT_THE_END = (
     np.arange(2.0, 17.0, 2.0),
     np.array([0.0818, 0.0692, 0.0884, 0.1062, 0.0758, 0.1028, 0.0866, 0.1342]),
 )
-
-
-def _curve_at(sol, x):
-    return sol.R0[0] + (sol.A[0] - sol.R0[0]) * fraction_of_gain(x, np.exp(sol.log_B[0]), sol.m[0])
-
-
-def test_regression_the_bounded_polish_stops_where_a_step_stops_improving(monkeypatch):
-    c, y = STEP_AT_THE_END
-    x, w, box = log_compute(c), np.ones(c.size), S.Bounds(A=(0.0, 1.0), R0=(0.0, 1.0))
-    now = S._bounded_single(x, y, w, None, box)
-    monkeypatch.setattr(S, "POLISH_FTOL", 1e-15)
-    crawl = S._bounded_single(x, y, w, None, box)
-    assert crawl.iterations[0] >= 1000  # the case this guards: the polish used to crawl
-    assert now.iterations[0] <= crawl.iterations[0] / 3
-    assert now.rss[0] <= crawl.rss[0] * (1 + 1e-8)
-    at = np.log(c[-1] * np.array([1.0, 2.0, 4.0]))
-    np.testing.assert_allclose(_curve_at(now, at), _curve_at(crawl, at), atol=1e-6)
-    np.testing.assert_allclose(_curve_at(now, x), _curve_at(crawl, x), atol=1e-6)
 
 
 @pytest.mark.filterwarnings("ignore::rlcurves.IdentifiabilityWarning")
