@@ -572,7 +572,8 @@ class Calibration:
             maps = {"upper": TailMap(p_up, runs, d), "lower": TailMap(p_lo, runs, d)}
         gain = (sh["final"] - sh["reached"]).to_numpy(float)
         return {"h": h, "gain": gain, "runs": runs, "d": d, "maps": maps,
-                "n": int(np.unique(runs).size)}  # fmt: skip
+                "n": int(np.unique(runs).size),
+                "reach": float(sh["fraction"].max()) if len(sh) else math.nan}  # fmt: skip
 
     @property
     def has_prior(self) -> bool:
@@ -597,7 +598,9 @@ class Calibration:
         tail mapped as a new family's (:meth:`effective_tail`). ``taken_off`` (default: from
         the run's own evaluations, :func:`rlcurves.shapes.took_off`) keeps the records of runs
         in the same state: a flat run is forecast from the runs that were flat. Shape
-        ``(n, len(at))``, each column ascending, and a dict of what was used."""
+        ``(n, len(at))``, each column ascending, and a dict of what was used (``shape_reach``:
+        the largest fraction of their budget those runs' records are at; a run further on is
+        forecast from their gains earlier in their runs)."""
         from .shapes import reached_level, took_off
 
         if not self.has_prior:
@@ -644,7 +647,7 @@ class Calibration:
         draws = np.where(frac[None, :] >= 1.0, now_draws, reached + scale * q)
         info = {"reached": reached, "fraction": frac, "n_eval": int(c.size),
                 "taken_off": bool(taken_off), "shape_runs": sc["n"],
-                "min_tail": min_tail(sc["n"])}  # fmt: skip
+                "shape_reach": sc["reach"], "min_tail": min_tail(sc["n"])}  # fmt: skip
         return draws, info
 
     # ---- families and subsets ----------------------------------------------------------------

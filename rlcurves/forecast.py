@@ -432,9 +432,12 @@ def _prior_forecast(fit, c, level, seed, cal, notes, why, out) -> Forecast:
     if used < level:
         notes.insert(1, f"the interval shown is the {used:.1%} one (the prior's runs support "
                      "no more)")  # fmt: skip
+    beyond = _beyond_the_prior(pinfo)
+    if beyond:
+        notes.insert(1, beyond)
     info = {"prior": True, "why": why, "reached": pinfo["reached"],
             "fraction": out(pinfo["fraction"]), "n_eval": pinfo["n_eval"], "level_used": used,
-            "quantity": quantity}  # fmt: skip
+            "shape_reach": pinfo["shape_reach"], "quantity": quantity}  # fmt: skip
     return Forecast(
         at=out(c),
         mean=out(np.median(draws, axis=0)),
@@ -451,6 +454,27 @@ def _prior_forecast(fit, c, level, seed, cal, notes, why, out) -> Forecast:
         note="; ".join(notes),
         predictive=predictive,
         prediction_predictive=prediction_predictive,
+    )
+
+
+#: A run this much further into its budget than the prior's records reach gets a note.
+BEYOND_THE_PRIOR = 1.2
+
+
+def _beyond_the_prior(pinfo: dict) -> str | None:
+    """The note for a run further into its budget than any record of the prior's runs: their
+    gains from earlier in their runs stand in for gains the corpus never saw from this far on
+    (e.g. the validation corpus has no run still flat at half its budget)."""
+    frac = np.atleast_1d(pinfo["fraction"])
+    frac = frac[frac < 1.0]
+    reach = pinfo.get("shape_reach", math.nan)
+    if not frac.size or not math.isfinite(reach) or frac.max() <= BEYOND_THE_PRIOR * reach:
+        return None
+    state = "taken off" if pinfo["taken_off"] else "flat"
+    return (
+        f"no run of the calibration's corpus was still {state} this far into its budget (the "
+        f"run is at {frac.max():.0%} of it, their records reach {reach:.0%}): the prior carries "
+        "their gains from earlier in their runs over, and may be too hopeful"
     )
 
 

@@ -118,3 +118,31 @@ def test_regression_a_flat_run_is_not_read_as_taken_off_by_its_last_evaluation()
     flat = 0.1 + rng.normal(0.0, 0.01, (4000, 8))
     assert sum(took_off(r) for r in flat) <= 80
     assert not took_off(np.full(10, 0.3)) and took_off(np.linspace(0, 0.5, 10))
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_regression_a_run_flat_further_than_the_corpus_saw_says_its_prior_extrapolates():
+    """No validation run of the corpus was still flat past 30% of its budget, so a run flat at
+    half of it is forecast from the gains the corpus's flat runs made from earlier on (issue
+    43's "flat for half its budget and still continue"): the forecast must say so; a run flat
+    at 10% (where those records are), or a training-reward run flat at half its budget (whose
+    corpus has flat runs up to 80%), must not."""
+    rng = np.random.default_rng(0)
+
+    def flat_forecast(n_evals: int, kind: str):
+        c = np.arange(1.0, n_evals + 1)
+        r = np.clip(0.03 + rng.normal(0, 0.01, c.size), 0, 1)
+        fit = rlcurves.fit_sigmoid(c, r)
+        return rlcurves.forecast(fit, 100.0, calibration=default_calibration(kind))
+
+    shapes = default_calibration().shapes
+    flat_reach = shapes[~shapes["taken_off"].astype(bool)]["fraction"].max()
+    assert flat_reach < 0.5 / 1.2  # the premise: the case exists in the shipped calibration
+    late = flat_forecast(50, "validation")
+    assert late.info["prior"] and late.info["shape_reach"] == pytest.approx(flat_reach)
+    assert "no run of the calibration's corpus was still flat this far" in late.note
+    assert "the run is at 50% of it" in late.note
+    early = flat_forecast(10, "validation")
+    assert early.info["prior"] and "this far into its budget" not in early.note
+    trained = flat_forecast(50, "training reward")
+    assert trained.info["prior"] and "this far into its budget" not in trained.note
