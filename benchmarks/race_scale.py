@@ -8,7 +8,7 @@ steepness and midpoint, 10% that peak and decline, 10% late take-offs (flat, the
 30-45% of the budget on) and 10% flat at their start level; noise sd 0.01-0.02.
 
 For each size, each code (``today``: :mod:`benchmarks.race_reference`, ``rlcurves/race.py`` as
-issue 41 left it, run with the solver as it was then, :func:`todays_solver`: no memory of
+issue 41 left it, run with the solver as it was then, :func:`solver_for`: no memory of
 repeated fits; ``new``: :class:`rlcurves.Race` with the
 library's solver): a race fed every run's 25 evaluations, then the seconds of its first
 ``report()`` (every run fitted and forecast, then the decisions), and of its decisions alone
@@ -42,7 +42,7 @@ import argparse
 import json
 import os
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -89,38 +89,22 @@ def simulated_sweep(n_runs: int, *, seed: int = 0, n_evals: int = N_EVALS) -> di
 REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why")
 
 
-#: The solver's settings before the fits were made faster (issue 43, item 5): every fit solved
-#: afresh.
-TODAYS_SOLVER = {"SOLVED_KEEP": 0}
-
-
 @contextmanager
-def todays_solver():
-    """The solver as it was before (:data:`TODAYS_SOLVER`) inside the block; the memory of
-    repeated fits emptied on the way in and out, so that neither code finds the other's fits."""
+def solver_for(code: str):
+    """The solver each code runs with inside the block: for ``today`` the memory of repeated
+    fits off (as it was before, :data:`rlcurves.solver.SOLVED_KEEP` 0), for ``new`` the
+    library's; the memory emptied on the way in and out, so neither code finds the other's fits."""
     from rlcurves import solver
 
-    saved = {k: getattr(solver, k) for k in TODAYS_SOLVER}
+    keep = solver.SOLVED_KEEP
     solver._solved.clear()
     try:
-        for k, v in TODAYS_SOLVER.items():
-            setattr(solver, k, v)
+        if code == "today":
+            solver.SOLVED_KEEP = 0
         yield
     finally:
-        for k, v in saved.items():
-            setattr(solver, k, v)
+        solver.SOLVED_KEEP = keep
         solver._solved.clear()
-
-
-def solver_for(code: str):
-    """The solver each code runs with: today's settings for ``today``, the library's for ``new``
-    (its memory emptied first)."""
-    if code == "today":
-        return todays_solver()
-    from rlcurves import solver
-
-    solver._solved.clear()
-    return nullcontext()
 
 
 def race_classes() -> dict:

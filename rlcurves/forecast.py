@@ -467,7 +467,7 @@ def _beyond_the_prior(pinfo: dict) -> str | None:
     (e.g. the validation corpus has no run still flat at half its budget)."""
     frac = np.atleast_1d(pinfo["fraction"])
     frac = frac[frac < 1.0]
-    reach = pinfo.get("shape_reach", math.nan)
+    reach = pinfo["shape_reach"]
     if not frac.size or not math.isfinite(reach) or frac.max() <= BEYOND_THE_PRIOR * reach:
         return None
     state = "taken off" if pinfo["taken_off"] else "flat"

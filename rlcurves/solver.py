@@ -233,16 +233,6 @@ def _solve_single(x, y, w, r0, bounds) -> BatchSolution:
     return best
 
 
-#: The bounded polish stops when a step lowers the RSS by less than this fraction. A fit that is
-#: a step (B running to the top of its box) lies in a valley along log B where each of up to
-#: 2,000 steps lowers the RSS by about 1e-14. Stopping at 1e-12 was tried (issue 43): five times
-#: faster, the curve within 1e-6 of the crawl's to four times the data's compute, but log B stops
-#: elsewhere in the valley, the resamples warm-started from it land elsewhere, and the
-#: calibration's leave-one-family-out results moved (pooled coverage at 25% of the budget 98 to
-#: 100 of 109, median width at half the budget 0.176 to 0.190). Kept at 1e-15.
-POLISH_FTOL = 1e-15
-
-
 def _one_solution(A, R0, lb, m, rss, *, converged: bool, at_bound: bool, iterations: int = 0):
     one = lambda v: np.array([v], dtype=float)  # noqa: E731
     return BatchSolution(
@@ -309,7 +299,9 @@ def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
             bounds=(lower, upper),
             method="trf",
             xtol=1e-15,
-            ftol=POLISH_FTOL,
+            # not looser: where a step-shaped fit stops along log B moves the resamples
+            # warm-started from it, and the calibration with them (docs/benchmarks/race_scale.md)
+            ftol=1e-15,
             gtol=1e-15,
             max_nfev=2000,
         )

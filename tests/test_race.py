@@ -9,30 +9,16 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+from benchmark_modules import benchmark
 from race_toys import BUDGET, NOISE, R0, RECIPES, reward
 
 from rlcurves import Race, RLCurvesError, sigmoid
 from rlcurves.decide import DEFAULT_RULE
 
 
-def _benchmark(name: str):
-    """A module of benchmarks/ (race_replay, race_sweeps): the repository root is not on the
-    path under pytest."""
-    import importlib
-    import sys
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[1])
-    sys.path.insert(0, root)
-    try:
-        return importlib.import_module(f"benchmarks.{name}")
-    finally:
-        sys.path.remove(root)
-
-
 def _real_sweep(name: str):
     """One of race_replay's real sweeps."""
-    (sweep,) = [s for s in _benchmark("race_replay").load_sweeps() if s.name == name]
+    (sweep,) = [s for s in benchmark("race_replay").load_sweeps() if s.name == name]
     return sweep
 
 
@@ -284,7 +270,7 @@ def test_benchmark_cached_race_decides_as_race(toy_race):
     through a cache of (run, rung) -> forecast; their decisions must be Race's own: on the toy
     sweep, fed rung by rung, the cached race stops the same runs at the same steps, also when
     the cache was filled by a race with other settings."""
-    cached_race = _benchmark("race_replay").cached_race_class()
+    cached_race = benchmark("race_replay").cached_race_class()
     index = {k: i for i, k in enumerate(RECIPES)}
     cache: dict = {}
     replay(cached_race(BUDGET, rungs=10, alpha=0.2, cache=cache, index=index))  # fills the cache
@@ -387,7 +373,7 @@ def test_race_sweep_tau_moves_toward_the_sweeps_family(family, calibrated_on, n_
     with it."""
     from rlcurves.calibrate import default_calibration
 
-    budget, runs = _benchmark("race_sweeps").family_runs()[family]
+    budget, runs = benchmark("race_sweeps").family_runs()[family]
     cal = default_calibration().of_families(calibrated_on)
     reports = {}
     for how in ("sweep", "calibration"):
@@ -414,7 +400,7 @@ def test_race_sweep_tau_does_not_collapse_to_zero():
     a family has on its own and within 3 times the calibration's."""
     from rlcurves.calibrate import default_calibration
 
-    replay_race = _benchmark("race_replay").replay_race
+    replay_race = benchmark("race_replay").replay_race
     sweep = _real_sweep("gsm8k_budget")
     cal = default_calibration().of_families(["math", "countdown_qwen", "countdown_llama"])
 
@@ -440,7 +426,7 @@ def test_report_forecasts_are_the_forecasts_the_race_used():
     the race's, the mean is the forecast's."""
     from rlcurves.calibrate import default_calibration
 
-    replay_race = _benchmark("race_replay").replay_race
+    replay_race = benchmark("race_replay").replay_race
     sweep = _real_sweep("gsm8k_settings")
     cal = default_calibration().of_families("math")
     reports: list = []
@@ -483,7 +469,7 @@ def test_race_stops_a_sure_loser_after_the_risk_of_earlier_stops_drifted_up():
     cal = default_calibration()
     cal = cal.of_families([f for f in cal.families if f != "math"])
     reports: list = []
-    replay_race = _benchmark("race_replay").replay_race
+    replay_race = benchmark("race_replay").replay_race
     out, _ = replay_race(sweep, {"calibration": cal}, on_report=reports.append)
     assert max(r.risk for r in reports) > 0.05  # the drift: above alpha after the first stops
     assert all(r.spent <= r.alpha + 1e-12 for r in reports)
@@ -497,7 +483,7 @@ def test_benchmark_thinned_sweep_keeps_its_winner_and_finals():
     """race_replay's density study thins every run to n evaluations spread evenly over its grid
     (first and last kept); the final values, hence the winner and the regret, stay those of
     every evaluation (a thinned run has one or two evaluations in the last 10% of its budget)."""
-    thinned = _benchmark("race_replay").thinned
+    thinned = benchmark("race_replay").thinned
     sweep = _real_sweep("math_lr")
     thin = thinned(sweep, 12)
     assert thin.finals() == sweep.finals()
@@ -513,7 +499,7 @@ def test_benchmark_thinned_sweep_keeps_its_winner_and_finals():
 def _correlated_errors(rho: float, family: str, n_sweeps: int, seed: int) -> pd.DataFrame:
     """Sweeps of 5 runs, one rung each, whose forecasts are N(0, 1) draws and whose finals share
     a sweep-wide shock: corr(final_i, final_j) = rho within a sweep, each final N(0, 1)."""
-    pit_score = _benchmark("race_replay").pit_score
+    pit_score = benchmark("race_replay").pit_score
     rng = np.random.default_rng(seed)
     rows = []
     for s in range(n_sweeps):
@@ -544,7 +530,7 @@ def test_benchmark_independence_tells_correlated_forecast_errors_from_independen
     correlation is ~0; with a shared shock (rho 0.6) the difference interval is too wide (true
     sd sqrt(0.8) against sqrt(2): ~0.9% outside) and the correlation is ~0.6. 80 sweeps of 10
     pairs each: se of the rates ~0.01-0.02 (pairs share runs), of the correlation ~0.05."""
-    independence = _benchmark("race_replay").independence
+    independence = benchmark("race_replay").independence
     errors = pd.concat(
         [
             _correlated_errors(0.0, "indep", 80, seed=1),

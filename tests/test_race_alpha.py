@@ -5,23 +5,18 @@ wrote."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_modules import benchmark
 
 ROOT = Path(__file__).parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT))
-    try:
-        import benchmarks.race_alpha as module
-    finally:
-        sys.path.remove(str(ROOT))
-    return module
+    return benchmark("race_alpha")
 
 
 def test_near_tie_sweeps_are_near_ties_with_every_kind_of_misbehaviour(bench):

@@ -5,24 +5,19 @@ race page and the README show."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from benchmark_modules import benchmark
 
 ROOT = Path(__file__).parents[1]
 
 
 @pytest.fixture(scope="module")
 def bench():
-    sys.path.insert(0, str(ROOT))
-    try:
-        import benchmarks.race_corpus as module
-    finally:
-        sys.path.remove(str(ROOT))
-    return module
+    return benchmark("race_corpus")
 
 
 def _sweep(bench, finals: dict[str, float], n: int = 20, budget: float = 100.0):

@@ -12,14 +12,13 @@ exactly, not to a tolerance.
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
+from benchmark_modules import benchmark
 
 from rlcurves import Race
 from rlcurves import decide as D
@@ -27,23 +26,14 @@ from rlcurves import decide as D
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _benchmark(name: str):
-    """A module of benchmarks/ (the repository root is not on the path under pytest)."""
-    sys.path.insert(0, str(ROOT))
-    try:
-        return importlib.import_module(f"benchmarks.{name}")
-    finally:
-        sys.path.remove(str(ROOT))
-
-
 @pytest.fixture(scope="module")
 def ref():
-    return _benchmark("race_reference")
+    return benchmark("race_reference")
 
 
 @pytest.fixture(scope="module")
 def scale():
-    return _benchmark("race_scale")
+    return benchmark("race_scale")
 
 
 # ---- the sweep-level functions: the same numbers as today's ---------------------------------

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from benchmark_modules import benchmark
 
 ROOT = Path(__file__).parents[1]
 DOCS = ROOT / "docs"
@@ -160,17 +161,6 @@ def test_point7_notebook_prose_quotes_no_typed_in_results():
         assert not typed, f"{path.name}: numbers typed into the prose (compute them): {typed}"
 
 
-def _benchmark_module(name: str = "calibration"):
-    import importlib
-
-    sys.path.insert(0, str(ROOT))
-    try:
-        bench = importlib.import_module(f"benchmarks.{name}")
-    finally:
-        sys.path.remove(str(ROOT))
-    return bench
-
-
 def test_calibration_page_tables_are_what_the_benchmark_printed():
     """Issues 26 and 41: the calibration page's tables (docs/benchmarks/calibration.md) are
     `python -m benchmarks.calibration`'s output for the results it wrote (benchmarks/results/
@@ -179,7 +169,7 @@ def test_calibration_page_tables_are_what_the_benchmark_printed():
     from rlcurves.datasets import list_corpus
 
     page = page_text("benchmarks/calibration.md")
-    bench = _benchmark_module()
+    bench = benchmark("calibration")
     res = json.loads((ROOT / "benchmarks" / "results" / "calibration_corpus.json").read_text())
     listed = list_corpus()
     assert res["families"] == listed.groupby("family", sort=False).size().to_dict()
@@ -217,7 +207,7 @@ def test_benchmark_records_are_reproduced_by_the_library():
     tests/test_calibrate.py checks its records)."""
     from rlcurves.calibrate import default_calibration, load_corpus
 
-    bench = _benchmark_module()
+    bench = benchmark("calibration")
     res = json.loads((ROOT / "benchmarks" / "results" / "calibration_corpus.json").read_text())
     corpus = load_corpus()
     wanted = [r for r in res["records"] if r["split"] == "leave-one-run-out (own family)"]
@@ -238,7 +228,7 @@ def test_race_page_table_is_what_the_replay_printed():
     benchmarks.race_replay`'s table for the results it wrote (benchmarks/results/
     race_replay.json), row for row."""
     page = page_text("benchmarks/race.md")
-    bench = _benchmark_module("race_replay")
+    bench = benchmark("race_replay")
     res = json.loads((ROOT / "benchmarks" / "results" / "race_replay.json").read_text())
     for line in bench.table(res["table"]).splitlines():
         if line.startswith("| ") and not line.startswith("| method"):
@@ -251,8 +241,8 @@ def test_race_page_rerun_after_the_per_kind_calibration_is_what_the_benchmarks_w
     row, and the defaults' and the guard-off setting's winners kept and compute on the 200
     drawn sweeps, in the words of the note."""
     page = page_text("benchmarks/race.md")
-    replay = _benchmark_module("race_replay")
-    sweeps = _benchmark_module("race_sweeps")
+    replay = benchmark("race_replay")
+    sweeps = benchmark("race_sweeps")
     results = ROOT / "benchmarks" / "results"
     rr = json.loads((results / "race_replay_after41.json").read_text())
     res = json.loads((results / "race_sweeps_after41.json").read_text())
@@ -281,8 +271,8 @@ def test_race_page_settings_tables_are_what_the_benchmarks_printed():
     from rlcurves import Race
 
     page = page_text("benchmarks/race.md")
-    sweeps = _benchmark_module("race_sweeps")
-    replay = _benchmark_module("race_replay")
+    sweeps = benchmark("race_sweeps")
+    replay = benchmark("race_replay")
     res = json.loads((ROOT / "benchmarks" / "results" / "race_sweeps.json").read_text())
     rr = json.loads((ROOT / "benchmarks" / "results" / "race_replay.json").read_text())
     for table, n_rows in (
@@ -316,11 +306,7 @@ def test_monitor_replay_page_tables_are_what_the_benchmark_printed():
     monitor_replay.json), row for row; the shipped rule is the schedule that run chose, and the
     rule in words is the rule's own."""
 
-    sys.path.insert(0, str(ROOT))
-    try:
-        import benchmarks.monitor_replay as bench
-    finally:
-        sys.path.remove(str(ROOT))
+    bench = benchmark("monitor_replay")
     from rlcurves.decide import DEFAULT_RULE
 
     res = json.loads((ROOT / "benchmarks" / "results" / "monitor_replay.json").read_text())
