@@ -71,6 +71,10 @@ N_DRAWS = 4000
 #: Fewest runs in a state (taken off or not) for the prior predictive to use only that state's
 #: records: a 90% interval needs 19 behind each tail.
 MIN_PRIOR_RUNS = 19
+#: A flat run this much further into its budget than any flat run of the corpus was (the
+#: prior's "reach") has no runs like it behind its prior: its gain still to come is bounded by a
+#: sigmoid's rise from where it is (:meth:`Calibration.prior_predictive`). Fixed, not tuned.
+BEYOND_THE_PRIOR = 1.2
 #: Version of the shipped calibration's file format (records of one setting + what was learned).
 ARTIFACT_VERSION = 2
 CORPUS_NAME = "the bundled corpus"
@@ -571,7 +575,10 @@ class Calibration:
             p_up, p_lo, _ = cross_family_pvalues(h, runs, sh["family"].to_numpy(), d)
             maps = {"upper": TailMap(p_up, runs, d), "lower": TailMap(p_lo, runs, d)}
         gain = (sh["final"] - sh["reached"]).to_numpy(float)
+        every = self.shapes.drop_duplicates("run")  # every run's fitted B, in any state
+        b = every["B"].to_numpy(float) if "B" in every.columns else np.array([])
         return {"h": h, "gain": gain, "runs": runs, "d": d, "maps": maps,
+                "B": np.sort(b[np.isfinite(b)]),
                 "n": int(np.unique(runs).size),
                 "reach": float(sh["fraction"].max()) if len(sh) else math.nan}  # fmt: skip
 
@@ -597,10 +604,15 @@ class Calibration:
         quantiles the run-level, per-tail, fraction-local conformal ones of the corpus's, each
         tail mapped as a new family's (:meth:`effective_tail`). ``taken_off`` (default: from
         the run's own evaluations, :func:`rlcurves.shapes.took_off`) keeps the records of runs
-        in the same state: a flat run is forecast from the runs that were flat. Shape
+        in the same state: a flat run is forecast from the runs that were flat. A flat run
+        further into its budget than :data:`BEYOND_THE_PRIOR` times any of those runs was flat
+        (no validation run of the corpus was flat past 30% of its budget) has no runs like it
+        behind the prior: its draws are bounded by what a sigmoid can gain from the rise the
+        run can have made by now (``_flat_cap``; with B as the corpus's runs' fits, a run flat
+        at 0.03 for half its budget: 0.09 [0.00, 0.30] instead of 0.36 [0.00, 0.87]). Shape
         ``(n, len(at))``, each column ascending, and a dict of what was used (``shape_reach``:
-        the largest fraction of their budget those runs' records are at; a run further on is
-        forecast from their gains earlier in their runs)."""
+        the largest fraction of their budget those runs' records are at; ``capped``: the columns
+        so bounded)."""
         from .shapes import reached_level, took_off
 
         if not self.has_prior:
@@ -636,19 +648,48 @@ class Calibration:
             cols.append(quantile_function(scores, w, sc["n"], v))
         q = np.maximum.accumulate(np.stack(cols, axis=1), axis=0)
         scale = (top - reached) if bounded else 1.0
+        sd = float(np.std(np.diff(r), ddof=1) / math.sqrt(2)) if r.size >= 3 else 0.0
+        cap, capped = self._flat_cap(sc, c, r, reached, sd, frac, u, bool(taken_off))
         # at or before the last evaluation: the level now, known to its noise (a mean of the
         # evaluations in its window, the noise from successive differences)
         from .ensemble import level_mask
         from .forecast import _normal_draws
 
-        sd = float(np.std(np.diff(r), ddof=1) / math.sqrt(2)) if r.size >= 3 else 0.0
         se = sd / math.sqrt(max(int(level_mask(c, now).sum()), 1))
         now_draws = reached + se * _normal_draws(n)[:, None]
-        draws = np.where(frac[None, :] >= 1.0, now_draws, reached + scale * q)
+        draws = np.where(frac[None, :] >= 1.0, now_draws, np.minimum(reached + scale * q, cap))
         info = {"reached": reached, "fraction": frac, "n_eval": int(c.size),
                 "taken_off": bool(taken_off), "shape_runs": sc["n"],
-                "shape_reach": sc["reach"], "min_tail": min_tail(sc["n"])}  # fmt: skip
+                "shape_reach": sc["reach"], "capped": capped,
+                "min_tail": min_tail(sc["n"])}  # fmt: skip
         return draws, info
+
+    @staticmethod
+    def _flat_cap(sc, c, r, reached, sd, frac, u, taken_off) -> tuple[np.ndarray, np.ndarray]:
+        """The most a flat run further into its budget than the prior's flat runs were can
+        gain (``inf`` elsewhere), per draw and column: a sigmoid's rise ``(A - R0) / (1 +
+        (C_mid / C)^B)`` grows from ``now`` to ``at`` by at most ``(at / now)^B`` whatever A
+        and C_mid, so the level at ``at`` is at most the run's start plus the most it can have
+        risen by now (its rise so far plus :data:`rlcurves.shapes.TAKEOFF_SE` standard errors)
+        times ``(at / now)^B``, ``B`` the corpus runs' fitted ones at the draw's quantile (the
+        steepest curves with the largest gains: the hopeful pairing). ``capped``: the columns
+        bounded so."""
+        from .ensemble import level_mask
+        from .shapes import TAKEOFF_SE
+
+        beyond = (frac > BEYOND_THE_PRIOR * sc["reach"]) & (frac < 1.0)
+        if taken_off or not sc["B"].size or not beyond.any():
+            return np.full((u.size, frac.size), np.inf), np.zeros(frac.size, bool)
+        m = min(3, r.size)
+        start = float(np.mean(r[:m]))
+        window = max(int(level_mask(c, float(c.max())).sum()), 1)
+        rise = max(reached - start, 0.0) + TAKEOFF_SE * sd * math.sqrt(1.0 / m + 1.0 / window)
+        b = sc["B"]
+        k = np.clip(np.ceil(u * (b.size + 1)).astype(int) - 1, 0, b.size - 1)  # conformal step
+        ratio = np.where(beyond, 1.0 / frac, np.inf)
+        with np.errstate(over="ignore"):
+            cap = start + rise * ratio[None, :] ** b[k][:, None]
+        return cap, beyond
 
     # ---- families and subsets ----------------------------------------------------------------
     def for_family(self, family: str | None) -> Calibration:

@@ -437,7 +437,8 @@ def _prior_forecast(fit, c, level, seed, cal, notes, why, out) -> Forecast:
         notes.insert(1, beyond)
     info = {"prior": True, "why": why, "reached": pinfo["reached"],
             "fraction": out(pinfo["fraction"]), "n_eval": pinfo["n_eval"], "level_used": used,
-            "shape_reach": pinfo["shape_reach"], "quantity": quantity}  # fmt: skip
+            "shape_reach": pinfo["shape_reach"], "capped": bool(np.any(pinfo["capped"])),
+            "quantity": quantity}  # fmt: skip
     return Forecast(
         at=out(c),
         mean=out(np.median(draws, axis=0)),
@@ -457,19 +458,27 @@ def _prior_forecast(fit, c, level, seed, cal, notes, why, out) -> Forecast:
     )
 
 
-#: A run this much further into its budget than the prior's records reach gets a note.
-BEYOND_THE_PRIOR = 1.2
-
-
 def _beyond_the_prior(pinfo: dict) -> str | None:
-    """The note for a run further into its budget than any record of the prior's runs: their
-    gains from earlier in their runs stand in for gains the corpus never saw from this far on
-    (e.g. the validation corpus has no run still flat at half its budget)."""
+    """The note for a run further into its budget than any record of the prior's runs: a flat
+    run's gain is bounded by a sigmoid's from the rise it can have made (e.g. the validation
+    corpus has no run still flat at half its budget; :meth:`rlcurves.calibrate.Calibration.
+    prior_predictive`); otherwise their gains from earlier in their runs stand in for gains the
+    corpus never saw from this far on."""
+    from .calibrate import BEYOND_THE_PRIOR
+
     frac = np.atleast_1d(pinfo["fraction"])
     frac = frac[frac < 1.0]
     reach = pinfo["shape_reach"]
     if not frac.size or not math.isfinite(reach) or frac.max() <= BEYOND_THE_PRIOR * reach:
         return None
+    if np.any(pinfo.get("capped", False)):
+        return (
+            "no run of the calibration's corpus was still flat this far into its budget (the "
+            f"run is at {frac.max():.0%} of it, their records reach {reach:.0%}): the gain "
+            "still to come is bounded by a sigmoid's, at most the rise the run can have made "
+            "by now times (compute / now)^B, B as the corpus's runs' fits (an assumption the "
+            "corpus cannot test)"
+        )
     state = "taken off" if pinfo["taken_off"] else "flat"
     return (
         f"no run of the calibration's corpus was still {state} this far into its budget (the "

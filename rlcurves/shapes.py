@@ -13,6 +13,9 @@ the "distance" here is ``ln(1 / f)``): a run at fraction ``f`` that has reached 
 at ``L + (1 - L) h``, ``h`` distributed as the corpus's runs' near ``f``. Its lower side is the
 run's own level less the declines the corpus shows at the calibrated tail.
 
+Each run's record also holds the ``B`` of the sigmoid fitted to the whole run
+(:func:`run_efficiency`): what bounds the gain of a run flat for longer than any corpus run was.
+
 Also here: :func:`late_takeoffs`, how often a run that was flat at a fraction of its budget took
 off afterwards (per family): the late-bloomer risk a sweep's stop decisions trade against.
 """
@@ -31,7 +34,9 @@ SHAPE_FRACTIONS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.
 #: A run "has taken off" once its level has risen above its first evaluations' by more than this
 #: many standard errors of their difference (noise from successive differences): fixed, not tuned.
 TAKEOFF_SE = 3.0
-SHAPE_COLUMNS = ("run", "family", "fraction", "n_eval", "reached", "final", "start", "taken_off")
+SHAPE_COLUMNS = (
+    "run", "family", "fraction", "n_eval", "reached", "final", "start", "taken_off", "B"
+)  # fmt: skip
 
 
 def reached_level(compute: np.ndarray, reward: np.ndarray, end: float) -> float:
@@ -63,7 +68,8 @@ def took_off(reward_so_far: np.ndarray) -> bool:
 def shape_records(runs: dict[str, pd.DataFrame], family: str | dict | None = None) -> pd.DataFrame:
     """For every finished run and each fraction of :data:`SHAPE_FRACTIONS` with at least one
     evaluation: the level reached there, the level the run ended at, its first evaluations'
-    level and whether it had taken off (:func:`took_off`). ``runs`` maps names to frames with
+    level, whether it had taken off (:func:`took_off`) and the efficiency ``B`` of the sigmoid
+    fitted to the whole run (:func:`run_efficiency`). ``runs`` maps names to frames with
     ``compute`` and ``reward``; a frame's ``attrs["family"]`` names its family (or ``family``:
     one name or run -> name)."""
     rows = []
@@ -78,6 +84,7 @@ def shape_records(runs: dict[str, pd.DataFrame], family: str | dict | None = Non
         else:
             fam = family or frame.attrs.get("family", "runs")
         final = reached_level(c, r, budget)
+        b = run_efficiency(c, r)
         for f in SHAPE_FRACTIONS:
             end = f * budget
             n = int(np.sum(c <= end * (1 + 1e-12)))
@@ -87,9 +94,29 @@ def shape_records(runs: dict[str, pd.DataFrame], family: str | dict | None = Non
             rows.append(
                 {"run": str(name), "family": str(fam), "fraction": f, "n_eval": n,
                  "reached": reached, "final": final, "start": float(np.mean(r[: min(3, n)])),
-                 "taken_off": took_off(r[:n])}
+                 "taken_off": took_off(r[:n]), "B": b}
             )  # fmt: skip
     return pd.DataFrame(rows, columns=list(SHAPE_COLUMNS))
+
+
+def run_efficiency(compute: np.ndarray, reward: np.ndarray) -> float:
+    """``B`` of the sigmoid fitted to a whole finished run (NaN when the fit fails or did not
+    converge): how steeply a curve of its kind rises in log compute, which bounds what a run
+    that has not risen yet can gain over a multiple of compute
+    (:meth:`rlcurves.calibrate.Calibration.prior_predictive`)."""
+    import warnings
+
+    from .errors import RLCurvesError
+    from .fit import fit_sigmoid
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit = fit_sigmoid(np.asarray(compute, dtype=float), np.asarray(reward, dtype=float))
+    except (RLCurvesError, FloatingPointError, np.linalg.LinAlgError):
+        return math.nan
+    b = float(fit.B)
+    return b if math.isfinite(b) and b > 0 and fit.converged else math.nan
 
 
 def headroom_gain(reached: np.ndarray, final: np.ndarray, top: float = 1.0) -> np.ndarray:
@@ -120,6 +147,7 @@ __all__ = [
     "headroom_gain",
     "late_takeoffs",
     "reached_level",
+    "run_efficiency",
     "shape_records",
     "took_off",
 ]

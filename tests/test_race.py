@@ -549,3 +549,41 @@ def test_benchmark_independence_tells_correlated_forecast_errors_from_independen
     assert 0.06 < indep["difference_outside_90"] < 0.14
     assert shared["difference_outside_90"] < 0.03
     assert 0.9 < indep["z_sd"] < 1.1
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_regression_a_run_flat_for_half_its_budget_is_stopped_beside_a_leader():
+    """Issue 43's replay: a run flat at its start (0.03) for half its budget, beside runs that
+    end near 0.65 and 0.5, was "continue" at 56% of it (this sweep on the calibration without
+    the runs' B: p(best) 0.31, its forecast 0.37 [0.01, 0.88] from the gains of corpus runs
+    that were flat only early on). No validation run of the corpus was flat past 30% of its
+    budget, so its gain is now bounded by a sigmoid's from the rise it can have made
+    (tests/test_shapes.py): Race stops it once its hold is met. The same run at 32% of the
+    budget, where the corpus's flat runs are (most of them took off later), is kept."""
+    budget = 100.0
+    curves = {
+        "leader": dict(A=0.7, B=2.0, C_mid=30.0),
+        "second": dict(A=0.55, B=2.5, C_mid=20.0),
+        "flat": dict(A=0.03, B=1.0, C_mid=1.0),
+    }
+
+    def race_until(last: int) -> tuple[Race, set]:
+        race, stopped = Race(budget), set()
+        rng = np.random.default_rng(11)
+        for step in range(1, last + 1):
+            for name, p in curves.items():
+                if name not in stopped:
+                    y = float(sigmoid(float(step), R0=0.03, **p)) + rng.normal(0, 0.01)
+                    race.update(name, float(step), float(np.clip(y, 0, 1)))
+            if step >= 10 and step % 2 == 0:
+                stopped |= set(race.report().stop)
+        return race, stopped
+
+    race, stopped = race_until(32)
+    assert not stopped
+    flat = race.report().table.set_index("run").loc["flat"]
+    assert flat["upper"] > 0.7  # the corpus's flat runs, not bounded
+    race, stopped = race_until(56)
+    assert "flat" in stopped and "leader" not in stopped  # (the runner-up, 0.15 behind, too)
+    flat = race.report().table.set_index("run").loc["flat"]
+    assert flat["upper"] < 0.45 and "stop" in flat["reason"]

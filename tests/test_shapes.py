@@ -120,29 +120,72 @@ def test_regression_a_flat_run_is_not_read_as_taken_off_by_its_last_evaluation()
     assert not took_off(np.full(10, 0.3)) and took_off(np.linspace(0, 0.5, 10))
 
 
+def _flat_run(n_evals: int, seed: int, level: float = 0.03):
+    rng = np.random.default_rng(seed)
+    c = np.arange(1.0, n_evals + 1)
+    return c, np.clip(level + rng.normal(0, 0.01, c.size), 0, 1)
+
+
 @pytest.mark.filterwarnings("ignore")
-def test_regression_a_run_flat_further_than_the_corpus_saw_says_its_prior_extrapolates():
-    """No validation run of the corpus was still flat past 30% of its budget, so a run flat at
-    half of it is forecast from the gains the corpus's flat runs made from earlier on (issue
-    43's "flat for half its budget and still continue"): the forecast must say so; a run flat
-    at 10% (where those records are), or a training-reward run flat at half its budget (whose
-    corpus has flat runs up to 80%), must not."""
-    rng = np.random.default_rng(0)
+def test_regression_a_run_flat_for_half_its_budget_is_bounded_by_a_sigmoids_rise():
+    """Issue 43's "flat for half its budget and still continue": no validation run of the
+    corpus was still flat past 30% of its budget, and a run flat at 0.03 for half of it was
+    forecast from the gains the corpus's flat runs made from early on, 0.36 [0.00, 0.87]. Now
+    its gain is bounded by what a sigmoid with the corpus's B can make of the rise it can have
+    made by now: the upper end falls below 0.45 at half the budget and below the half-budget
+    one's at three quarters; the note says so. A run flat at 25% (where the corpus has flat
+    runs), or a training-reward run flat at half its budget (flat runs up to 80%), keeps the
+    corpus's gains, unbounded by it."""
 
     def flat_forecast(n_evals: int, kind: str):
-        c = np.arange(1.0, n_evals + 1)
-        r = np.clip(0.03 + rng.normal(0, 0.01, c.size), 0, 1)
+        c, r = _flat_run(n_evals, n_evals)
         fit = rlcurves.fit_sigmoid(c, r)
-        return rlcurves.forecast(fit, 100.0, calibration=default_calibration(kind))
+        return rlcurves.forecast(fit, 100.0, calibration=default_calibration(kind), progress=False)
 
     shapes = default_calibration().shapes
     flat_reach = shapes[~shapes["taken_off"].astype(bool)]["fraction"].max()
     assert flat_reach < 0.5 / 1.2  # the premise: the case exists in the shipped calibration
-    late = flat_forecast(50, "validation")
-    assert late.info["prior"] and late.info["shape_reach"] == pytest.approx(flat_reach)
-    assert "no run of the calibration's corpus was still flat this far" in late.note
-    assert "the run is at 50% of it" in late.note
-    early = flat_forecast(10, "validation")
-    assert early.info["prior"] and "this far into its budget" not in early.note
+    half, late = flat_forecast(50, "validation"), flat_forecast(75, "validation")
+    assert half.info["prior"] and half.info["capped"] and half.info["shape_reach"] == flat_reach
+    assert half.upper < 0.45 and late.upper < half.upper and half.lower <= 0.03 <= half.upper
+    assert "no run of the calibration's corpus was still flat this far" in half.note
+    assert "the run is at 50% of it" in half.note and "bounded by a sigmoid's" in half.note
+    early = flat_forecast(25, "validation")
+    assert early.info["prior"] and not early.info["capped"] and early.upper > 0.7
+    assert "this far into its budget" not in early.note
     trained = flat_forecast(50, "training reward")
-    assert trained.info["prior"] and "this far into its budget" not in trained.note
+    assert trained.info["prior"] and not trained.info["capped"]
+    assert "this far into its budget" not in trained.note
+
+
+def test_the_flat_runs_bound_holds_for_every_sigmoid_with_a_B_the_corpus_saw():
+    """The bound's premise, checked on curves rather than on forecasts: for a sigmoid with
+    ``B`` at most ``b``, the rise from ``now`` to ``at`` grows by at most ``(at / now)^b``,
+    whatever A and C_mid, so a curve that has risen by at most the bound's ``rise`` by ``now``
+    ends at or below the cap of every draw whose B quantile is at least its B. 2,000 random
+    sigmoids (B up to the corpus's largest, C_mid from 0.1 to 1,000 times the budget)."""
+    cal = default_calibration()
+    c, r = _flat_run(50, 0)
+    draws, info = cal.prior_predictive(c, r, [80.0, 100.0], taken_off=False)
+    assert info["capped"].all()
+    sc = cal._shape_scores(False)
+    u = (np.arange(draws.shape[0]) + 0.5) / draws.shape[0]
+    cap, _ = cal._flat_cap(sc, c, r, info["reached"], 0.01, info["fraction"], u, False)
+    b = sc["B"][np.clip(np.ceil(u * (sc["B"].size + 1)).astype(int) - 1, 0, sc["B"].size - 1)]
+    rng = np.random.default_rng(3)
+    start = float(np.mean(r[:3]))
+    rise_now = (cap[:, 1].min() - start) / 2.0 ** b.min()  # the rise allowed by now
+    checked = 0
+    for _ in range(2000):
+        B = rng.uniform(0.2, b.max())
+        c_mid = 100.0 * 10 ** rng.uniform(-1, 3)
+        a = rng.uniform(0.05, 0.95)
+        gain_now = float(sigmoid(50.0, start + a, B, c_mid, start)) - start
+        if gain_now > rise_now:
+            continue  # a curve that has visibly risen is not flat
+        checked += 1
+        for j, at in enumerate((80.0, 100.0)):
+            end = float(sigmoid(at, start + a, B, c_mid, start))
+            ok = b >= B
+            assert np.all(end <= cap[ok, j] + 1e-12), (B, c_mid, a, at)
+    assert checked >= 300
