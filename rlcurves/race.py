@@ -322,8 +322,8 @@ class Race:
         would have ended more than ``tolerance`` above every run kept, spent stop by stop
         (:attr:`RaceReport.spent`; see the module docstring). Nominal: it is computed from the
         forecasts' draws as joint predictions, which the calibration does not make them. On
-        300 simulated near-tie sweeps the sweep-level rule alone lost the winner in 27 (alpha
-        0.05) and 75 (alpha 0.2); with the per-run rule and its hold, as Race decides, in 1 and
+        300 simulated near-tie sweeps the sweep-level rule alone lost the winner in 26 (alpha
+        0.05) and 78 (alpha 0.2); with the per-run rule and its hold, as Race decides, in 1 and
         3 (``python -m benchmarks.race_alpha``).
     tolerance : float
         Regret that does not count as losing the winner, in reward units (0.01: one point of
