@@ -587,3 +587,4 @@ def test_regression_a_run_flat_for_half_its_budget_is_stopped_beside_a_leader():
     assert "flat" in stopped and "leader" not in stopped  # (the runner-up, 0.15 behind, too)
     flat = race.report().table.set_index("run").loc["flat"]
     assert flat["upper"] < 0.45 and "stop" in flat["reason"]
+    assert "flat longer than any run of its calibration" in flat["reason"]  # says why
