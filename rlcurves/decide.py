@@ -747,7 +747,7 @@ def decide(
     pct = f"{forecast.level:.0%}"
     at = (f"{float(forecast.mean):.3f} [{float(forecast.lower):.3f}, "
           f"{float(forecast.upper):.3f}] ({pct}) at the budget")  # fmt: skip
-    if (getattr(forecast, "info", None) or {}).get("capped"):
+    if getattr(forecast, "info", {}).get("capped"):
         at += " (flat longer than any run of its calibration: its gain bounded by a sigmoid's)"
     if p_above is not None and p_above <= thr:
         b = float(np.mean(_draws(baseline))) if baseline_label is None else baseline_label

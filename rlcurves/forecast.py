@@ -471,7 +471,7 @@ def _beyond_the_prior(pinfo: dict) -> str | None:
     reach = pinfo["shape_reach"]
     if not frac.size or not math.isfinite(reach) or frac.max() <= BEYOND_THE_PRIOR * reach:
         return None
-    if np.any(pinfo.get("capped", False)):
+    if np.any(pinfo["capped"]):
         return (
             "no run of the calibration's corpus was still flat this far into its budget (the "
             f"run is at {frac.max():.0%} of it, their records reach {reach:.0%}): the gain "
