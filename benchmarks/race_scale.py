@@ -16,11 +16,15 @@ library's solver): a race fed every run's 25 evaluations, then the seconds of it
 rules, the table); then one run gets one evaluation more, at the next rung of the budget (55%),
 so that the report refits it (a run is refit when its compute crosses a rung: an evaluation that
 crosses none gives the cached report at once, with either code), and the seconds of that report.
-Both codes' reports are compared field by field (:func:`same_reports`, "identical") and by their
-decisions, with the largest relative and absolute differences of their numbers
-(:func:`decisions`): each code refits on its own, with its own solver, so the numbers differ in
-the last digits (tests/test_race_scale.py compares the two Races' reports exactly on shared
-refits). The numba kernels are compiled (and a small race run) before the clock.
+Today's reports are compared with the new code's run with today's sweep-level risk
+(:func:`paired_class`, on the new code's refits: the shipped Race computes that risk exactly and
+freezes a stopped run's draws, issue 43's item 4), field by field (:func:`same_reports`,
+"identical") and by their decisions, with the largest relative and absolute differences of
+their numbers (:func:`decisions`): each code refits on its own, with its own solver, so the
+numbers differ in the last digits (tests/test_race_scale.py compares the two Races' reports
+exactly on shared refits); and the shipped report's decisions with the paired one's
+("exact_risk": who each stops, its risk). The numba kernels are compiled (and a small race run)
+before the clock.
 
 Today's code refits every run itself only where that takes a few minutes (``--today-up-to``,
 default 100 runs). At 1,000 runs its first report would take about 10 minutes on 2 cores, most
@@ -113,6 +117,19 @@ def race_classes() -> dict:
     from rlcurves import Race
 
     return {"today": TodayRace, "new": Race}
+
+
+def paired_class(cls):
+    """``cls`` (the library's Race) with the sweep-level risk as today's code computes it: one
+    random pairing of the runs' draws (``rlcurves.decide.stop_set(method="paired")``), a stopped
+    run's draws not frozen. Its reports are today's exactly on the same refits; the shipped
+    Race's differ only in that risk (issue 43, item 4)."""
+
+    class Paired(cls):
+        _risk_method = "paired"
+        _freeze_stopped = False
+
+    return Paired
 
 
 def timed_class(cls, donors: dict | None = None):
@@ -277,11 +294,13 @@ def measure(n_runs: int, today_refits: bool, seed: int = 0) -> dict:
     runs = simulated_sweep(n_runs, seed=seed)
     classes = race_classes()
     out: dict = {"runs": n_runs, "evaluations": N_EVALS, "today_refits": today_refits}
+    classes["new_paired"] = paired_class(classes["new"])
     reports, donors = {}, None
-    for code in ("new", "today"):
-        race = fed(timed_class(classes[code], None if today_refits else donors), runs)
+    for code in ("new", "new_paired", "today"):
+        given = donors if code == "new_paired" or not today_refits else None
+        race = fed(timed_class(classes[code], given), runs)
         before = load()
-        with solver_for(code):
+        with solver_for("today" if code == "today" else "new"):
             first, rep1 = timed(race.report)
             first_decide = race.decide_s
             if code == "new":
@@ -304,12 +323,20 @@ def measure(n_runs: int, today_refits: bool, seed: int = 0) -> dict:
             f"load {before[0]:.1f}",
             flush=True,
         )
-    diffs = same_reports(reports["today"][0], reports["new"][0]) + same_reports(
-        reports["today"][1], reports["new"][1]
+    # today's reports against the new code's with today's sweep-level risk (paired_class): the
+    # same decisions; the shipped code's exact risk against that pairing: how far it moves them
+    diffs = same_reports(reports["today"][0], reports["new_paired"][0]) + same_reports(
+        reports["today"][1], reports["new_paired"][1]
     )
     out["identical"] = not diffs
     out["differences"] = diffs[:10]
-    both = [decisions(reports["today"][i], reports["new"][i]) for i in (0, 1)]
+    exact = [decisions(reports["new_paired"][i], reports["new"][i]) for i in (0, 1)]
+    out["exact_risk"] = {
+        "same_decisions": all(d["same_decisions"] for d in exact),
+        "stopped_first": {c: reports[c][0].stopped_now for c in ("new", "new_paired")},
+        "risk_first": {c: reports[c][0].risk for c in ("new", "new_paired")},
+    }
+    both = [decisions(reports["today"][i], reports["new_paired"][i]) for i in (0, 1)]
     out["same_decisions"] = all(d["same_decisions"] for d in both)
     out["max_relative_difference"] = max(d["max_relative_difference"] for d in both)
     out["max_absolute_difference"] = max(d["max_absolute_difference"] for d in both)

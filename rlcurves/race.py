@@ -113,6 +113,7 @@ class _Entry:
     frame: pd.DataFrame | None = None  # points(), while frame_key holds
     frame_key: tuple = ()
     window_columns: tuple | None = None  # (window, its columns as arrays): _columns(entry)
+    frozen: np.ndarray | None = None  # a stopped entry's draws as they were when it was stopped
 
     @property
     def now(self) -> float:
@@ -175,7 +176,9 @@ class RaceReport:
         ``compute_saved`` over the compute of running every run to the budget.
     risk : float
         Probability that the stopped entries include one that would have ended more than
-        ``tolerance`` above every entry kept (:func:`prob_regret_above`, current forecasts).
+        ``tolerance`` above every entry kept (:func:`prob_regret_above`, computed exactly over
+        the draws: the kept entries' current forecasts, a stopped entry's draws as they were
+        when it was stopped).
     spent : float
         The part of ``alpha`` the stops so far have spent: the sum of the increases in ``risk``
         each caused when it was made (at most ``alpha``; see the module docstring).
@@ -320,8 +323,10 @@ class Race:
     alpha : float
         The largest probability, over the whole sweep, that the stopped runs include one that
         would have ended more than ``tolerance`` above every run kept, spent stop by stop
-        (:attr:`RaceReport.spent`; see the module docstring). Nominal: it is computed from the
-        forecasts' draws as joint predictions, which the calibration does not make them. On
+        (:attr:`RaceReport.spent`; see the module docstring). The risk is computed exactly
+        from the forecasts' draws (every combination of one draw per entry, no random
+        pairing), a stopped entry's draws frozen when it is stopped. Nominal: it takes the
+        forecasts as independent joint predictions, which the calibration does not make them. On
         300 simulated near-tie sweeps the sweep-level rule alone lost the winner in 26 (alpha
         0.05) and 78 (alpha 0.2); with the per-run rule and its hold, as Race decides, in 1 and
         3 (``python -m benchmarks.race_alpha``).
@@ -422,6 +427,12 @@ class Race:
     lr3e-5 | continue
     lr1e-4 | continue
     """
+
+    # The sweep-level risk: computed exactly (rlcurves.decide.RISK_METHODS), the stopped entries'
+    # draws frozen when they are stopped. The issue-41 rule ("paired", not frozen) is kept for
+    # the benchmarks that compare Race with that code (benchmarks/race_reference.py).
+    _risk_method: str = "exact"
+    _freeze_stopped: bool = True
 
     def __init__(
         self,
@@ -855,9 +866,11 @@ class Race:
         )
         raw = {e.name: self._advise(e, status[e.name], leader, baselines) for e in entries}
         advised = [k for k, d in raw.items() if d is not None and d.stop and k in with_draws]
-        # who counts in the risk: the stopped entries (their last forecast), the rivals kept and
-        # the runs advised to stop
-        counted = {k: d for k, d in with_draws.items() if k in {*stopped, *kept, *advised}}
+        # who counts in the risk: the stopped entries (their draws when they were stopped: alpha
+        # was spent on them then, at that tau), the rivals kept and the runs advised to stop
+        counted = {
+            k: self._frozen(k, d) for k, d in with_draws.items() if k in {*stopped, *kept, *advised}
+        }
         candidates = sorted(
             advised, key=lambda k: (p_best.get(k, 0.0), self.sign * float(np.mean(counted[k])))
         )
@@ -874,6 +887,7 @@ class Race:
                 sign=self.sign,
                 seed=self.seed,
                 spent=self._spent,
+                method=self._risk_method,
             )
         stopped_now: list[str] = []
         for e in entries:
@@ -893,10 +907,16 @@ class Race:
             for k in stopped_now:
                 e = self._entries[k]
                 e.stopped = True
+                e.frozen = e.draws
                 status[k] = "stopped"
                 for r in e.runs.values():
                     r.stopped_at = r.now
-            kws = {"tolerance": self.tolerance, "sign": self.sign, "seed": self.seed}
+            kws = {
+                "tolerance": self.tolerance,
+                "sign": self.sign,
+                "seed": self.seed,
+                "method": self._risk_method,
+            }
             risk = prob_regret_above(counted, [k for k in counted if status[k] == "stopped"], **kws)
             if stopped_now:  # the charge: the increase over the risk of the runs stopped before
                 risk_before = prob_regret_above(counted, stopped, **kws)
@@ -971,6 +991,15 @@ class Race:
             tau_backtests=n_backtests,
             spent=self._spent,
         )
+
+    def _frozen(self, name: str, draws: np.ndarray) -> np.ndarray:
+        """The draws of entry ``name`` the sweep's risk counts: a stopped entry's as they were
+        when it was stopped (alpha was charged for it then; refitting the sweep's tau later does
+        not move them), anyone else's as now."""
+        e = self._entries[name]
+        if self._freeze_stopped and e.stopped and e.frozen is not None:
+            return e.frozen
+        return draws
 
     def _status(self, e: _Entry) -> str:
         if e.failed:

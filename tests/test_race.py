@@ -588,3 +588,26 @@ def test_regression_a_run_flat_for_half_its_budget_is_stopped_beside_a_leader():
     flat = race.report().table.set_index("run").loc["flat"]
     assert flat["upper"] < 0.45 and "stop" in flat["reason"]
     assert "flat longer than any run of its calibration" in flat["reason"]  # says why
+
+
+def test_race_risk_counts_a_stopped_runs_draws_as_they_were_when_it_was_stopped():
+    """Issue 43, item 4: alpha is charged for a stop at the draws the run had then; the sweep's
+    tau, refitted at every later report on the sweep's backtests, moves the draws of the runs
+    kept but not those of a run stopped (a stopped run's final is not observed: its forecast
+    when stopped is all the race will know). The toy sweep's loser is stopped by half the
+    budget (two more runs later, the guard off); at the end the loser's draws at the sweep's
+    last tau differ from those it was stopped on, and the report's risk is the exact risk with
+    the stopped runs' frozen draws, not with the moved ones."""
+    from rlcurves.decide import prob_regret_above
+
+    race = Race(BUDGET, rungs=10, require_identified=False)
+    replay(race)
+    rep = race.report()
+    assert "loser" in rep.stop and "late" not in rep.stop
+    e = race._entries["loser"]
+    assert e.frozen is not None and not np.array_equal(e.frozen, e.draws)  # the tau moved
+    now = {k: x.draws for k, x in race._entries.items()}
+    frozen = {k: x.frozen if x.stopped else x.draws for k, x in race._entries.items()}
+    kws = {"tolerance": race.tolerance}
+    assert rep.risk == pytest.approx(prob_regret_above(frozen, rep.stop, **kws), abs=1e-12)
+    assert rep.risk != pytest.approx(prob_regret_above(now, rep.stop, **kws), abs=1e-6)
