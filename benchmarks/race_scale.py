@@ -407,18 +407,20 @@ def table(res: dict) -> str:
     """The side-by-side table: seconds per report, today's code and the new, and their ratio."""
     lines = [
         "| runs | first report: today | new | speedup | its decisions: today | new | "
-        "after one new evaluation: today | new | speedup | new: after one / first |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "new, risk paired as today's | after one new evaluation: today | new | speedup | "
+        "new: after one / first |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in res["sizes"]:
         t, n = r["today"], r["new"]
+        paired = _s(r["new_paired"]["first_decide_s"]) if "new_paired" in r else "-"
         if r["today_refits"]:
             first, speedup = _s(t["first_report_s"]), f"{r['first_report_speedup']:.2f}x"
         else:
             first, speedup = "not run (refits: the new code's)", "-"
         lines.append(
             f"| {r['runs']:,} | {first} | {_s(n['first_report_s'])} | {speedup} | "
-            f"{_s(t['first_decide_s'])} | {_s(n['first_decide_s'])} | "
+            f"{_s(t['first_decide_s'])} | {_s(n['first_decide_s'])} | {paired} | "
             f"{_s(t['after_one_evaluation_s'])} | {_s(n['after_one_evaluation_s'])} | "
             f"{r['after_one_speedup']:.0f}x | 1/{1 / n['after_one_over_first']:.0f} |"
         )
