@@ -120,14 +120,19 @@ def race_classes() -> dict:
 
 
 def paired_class(cls):
-    """``cls`` (the library's Race) with the sweep-level risk as today's code computes it: one
+    """``cls`` (the library's Race) deciding as today's code does: the sweep-level risk from one
     random pairing of the runs' draws (``rlcurves.decide.stop_set(method="paired")``), a stopped
-    run's draws not frozen. Its reports are today's exactly on the same refits; the shipped
-    Race's differ only in that risk (issue 43, item 4)."""
+    run's draws not frozen (issue 43, item 4), and one misspecification scale for every run of
+    the sweep (``misspecification="sweep"`` unless another is asked for; the shipped default
+    lets a run have its own, item 3). Its reports are today's exactly on the same refits."""
 
     class Paired(cls):
         _risk_method = "paired"
         _freeze_stopped = False
+
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("misspecification", "sweep")
+            super().__init__(*args, **kwargs)
 
     return Paired
 

@@ -64,6 +64,7 @@ TARGET = 0.95  # the issue's "winner kept in at least 95% of sweeps"
 ALPHA = 0.05  # Race's risk bound, not tuned here (see choose)
 DEFAULT_LABEL = "alpha 0.05, guard before 40%"  # Race's defaults in settings_grid
 CALIBRATION_TAU_LABEL = "alpha 0.05, guard before 40%, calibration's tau"
+ONE_TAU_LABEL = "alpha 0.05, guard before 40%, one tau for every run of the sweep"
 
 
 def family_runs() -> dict[str, tuple[float, dict[str, pd.DataFrame]]]:
@@ -230,8 +231,9 @@ def settings_grid(quick: bool) -> list[dict]:
     """alpha x the identification guard (throughout, before 40% of the budget, never) x the
     hold (the rule's 2 refits, or 1), every one with the sweep's own tau (Race's default); then
     three sensitivity rows at alpha 0.05, guard before 40%, hold 2 (not candidates for the
-    defaults): the calibration's tau (Race before the sweep's tau), and the sweep's tau with
-    the calibration weighing 0.5 and 2 runs."""
+    defaults): the calibration's tau (Race before the sweep's tau), one tau for every run of
+    the sweep (``misspecification="sweep"``, Race before a run could have its own), and the
+    sweep's tau with the calibration weighing 0.5 and 2 runs."""
     alphas = (0.05, 0.2) if quick else (0.05, 0.1, 0.2, 0.3)
     guards = (True, 0.4, False)
     grid = []
@@ -244,6 +246,7 @@ def settings_grid(quick: bool) -> list[dict]:
     base = {"alpha": 0.05, "require_identified": 0.4, "confirm": None, "sensitivity": True}
     grid += [
         {**base, "label": CALIBRATION_TAU_LABEL, "misspecification": "calibration"},
+        {**base, "label": ONE_TAU_LABEL, "misspecification": "sweep"},
         {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 0.5",
          "tau_prior_runs": 0.5},
         {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 2", "tau_prior_runs": 2.0},

@@ -75,6 +75,13 @@ MIN_PRIOR_RUNS = 19
 #: prior's "reach") has no runs like it behind its prior: its gain still to come is bounded by a
 #: sigmoid's rise from where it is (:meth:`Calibration.prior_predictive`). Fixed, not tuned.
 BEYOND_THE_PRIOR = 1.2
+#: Prior probability that a run of a sweep misbehaves (its window backtests miss by more than
+#: its sweep's tau allows: a decline, a collapse), so that its tau is its own, not the sweep's
+#: (:meth:`Calibration.tau_by_run`). Fixed, not tuned on any replay: about one run in twenty,
+#: what the corpus's sweeps show (runs whose window backtests alone ask for 2 to 7 times their
+#: sweep-mates' tau at 30% or 50% of their budget: 5 of the 106 runs with backtests by then,
+#: ``python -m benchmarks.race_run_tau``; read off every family, not refitted in the folds).
+ATYPICAL_SHARE = 0.05
 #: Version of the shipped calibration's file format (records of one setting + what was learned).
 ARTIFACT_VERSION = 2
 CORPUS_NAME = "the bundled corpus"
@@ -742,6 +749,43 @@ class Calibration:
             raise RLCurvesError(f"prior_runs must be > 0, got {prior_runs}")
         _, ll = run_loglik(_with_base(records), self.growth, self.nu)
         return self.tau_factor * self.pooled.posterior_tau(ll.sum(axis=0), prior_weight=prior_runs)
+
+    def tau_by_run(
+        self,
+        records: pd.DataFrame | None,
+        prior_runs: float = 1.0,
+        atypical: float = ATYPICAL_SHARE,
+        by: str = "run",
+    ) -> tuple[float, dict[str, float], dict[str, float]]:
+        """:meth:`tau_with` when any run of the group may misbehave: the group's tau, each
+        run's (keyed by the records' column ``by``) and each run's probability of being
+        atypical.
+
+        Each run shares the group's tau with probability ``1 - atypical``, or has its own, drawn
+        from a new family's predictive (:meth:`rlcurves.pooling.PooledScale.posterior_tau_by_run`):
+        a run whose backtests missed far widens its own forecast, not every run's. With
+        ``atypical=0`` every run gets :meth:`tau_with`. With no records: :attr:`tau`, no runs.
+        """
+        if records is None or not len(records):
+            return self.tau, {}, {}
+        if not (math.isfinite(prior_runs) and prior_runs > 0):
+            raise RLCurvesError(f"prior_runs must be > 0, got {prior_runs}")
+        if by not in records:
+            raise RLCurvesError(f"records have no column {by!r} to tell the runs apart")
+        from .pooling import _record_loglik, _sum_by
+
+        recs = _with_base(records)
+        keys, ll = _sum_by(
+            recs[by].astype(str).to_numpy(), _record_loglik(recs, self.growth, self.nu)
+        )
+        group, taus, p = self.pooled.posterior_tau_by_run(ll, prior_runs, atypical)
+        f = self.tau_factor
+        names = [str(k) for k in keys]
+        return (
+            f * group,
+            dict(zip(names, (f * taus).tolist(), strict=True)),
+            dict(zip(names, p.tolist(), strict=True)),
+        )
 
     # ---- the range it saw ----------------------------------------------------------------------
     def notes_for(self, noise_sd: float, n_fit: int) -> list[str]:

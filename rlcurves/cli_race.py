@@ -117,10 +117,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--misspecification",
-        choices=("sweep", "calibration"),
-        default="sweep",
+        choices=("run", "sweep", "calibration"),
+        default="run",
         help="the forecasts' misspecification scale: refitted on the sweep's own runs "
-        "(backtests within their windows; default) or the calibration's",
+        "(backtests within their windows), any run whose backtests miss far getting its own "
+        "(run; default), one for every run (sweep), or the calibration's",
     )
     p.add_argument(
         "--rungs",

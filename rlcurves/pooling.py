@@ -174,6 +174,48 @@ class PooledScale:
             return self._root_mean_square(loglik)
         return self._root_mean_square(loglik + self.new_log_density * prior_weight)
 
+    def posterior_tau_by_run(
+        self, loglik: np.ndarray, prior_weight: float = 1.0, atypical: float = 0.05
+    ) -> tuple[float, np.ndarray, np.ndarray]:
+        """tau of a group of runs (a sweep) in which any run may misbehave: the group's tau, each
+        run's, and each run's probability of being atypical.
+
+        ``loglik`` holds one row per run (its log-likelihood on the grid). Each run either shares
+        the group's tau (probability ``1 - atypical``) or has a tau of its own drawn from the
+        predictive of a new family's tau (``atypical``): the group's tau is the posterior under
+        that mixture, so one run whose backtests missed far does not set it, and that run's own
+        tau is its posterior as a family of its own. A run's tau is ``sqrt(E tau^2)`` over both
+        (its probability of being atypical weighing them, the group's tau integrated out).
+        ``atypical=0`` gives :meth:`posterior_tau` of the rows' sum for every run.
+        """
+        ll = np.atleast_2d(np.asarray(loglik, dtype=float))
+        if not 0 <= atypical < 1:
+            raise RLCurvesError(f"atypical must be in [0, 1), got {atypical!r}")
+        if self.new_log_density is None:
+            log_new = np.full(LOG_TAU_GRID.size, -math.log(LOG_TAU_GRID.size))
+        else:
+            log_new = self.new_log_density - _logsumexp(self.new_log_density)
+        tau2 = np.exp(2 * LOG_TAU_GRID)
+        # each run as a family of its own: its marginal likelihood and its posterior E tau^2
+        own = ll + log_new
+        log_m = _logsumexp(own, axis=1)
+        own_tau2 = np.exp(own - log_m[:, None]) @ tau2
+        # the group's tau: every run either typical (its loglik at the group's tau) or not
+        with np.errstate(divide="ignore"):
+            typical = math.log1p(-atypical) + ll
+            other = (math.log(atypical) if atypical > 0 else -math.inf) + log_m[:, None]
+        each = np.logaddexp(typical, other)
+        prior = (log_new if self.new_log_density is not None else 0.0) * prior_weight
+        log_post = each.sum(axis=0) + prior
+        post = np.exp(log_post - np.max(log_post))
+        post /= post.sum()
+        # a run's probability of being atypical at each group tau, then over the posterior
+        resp = np.exp(other - each)
+        p_atypical = resp @ post
+        run_tau2 = ((1 - resp) * tau2[None, :]) @ post + p_atypical * own_tau2
+        group = float(math.sqrt(np.sum(post * tau2)))
+        return group, np.sqrt(run_tau2), p_atypical
+
     @staticmethod
     def _root_mean_square(log_post: np.ndarray) -> float:
         p = np.exp(log_post - np.max(log_post))

@@ -195,7 +195,12 @@ class RaceReport:
         Run -> its compute when its entry was stopped.
     tau, tau_calibration : float or None
         The misspecification scale the forecasts used (reward units), refitted on the sweep's
-        own backtests (``misspecification="sweep"``), and the calibration's.
+        own backtests (``misspecification="sweep"``; with ``"run"``, the tau of the runs that
+        behave like the sweep), and the calibration's.
+    atypical : dict
+        With ``misspecification="run"``: entry -> its probability of misbehaving (its window
+        backtests missing by more than the sweep's tau allows), its forecast then carrying a
+        tau of its own (``forecasts[name].info["tau"]``); empty otherwise.
     tau_backtests : int
         How many window backtests of the sweep's runs ``tau`` was refitted on (0: none yet, a
         run needs 7 evaluations in the first half of its window, so ``tau`` is the
@@ -235,6 +240,7 @@ class RaceReport:
     tau_calibration: float | None = None
     tau_backtests: int = 0
     spent: float = 0.0
+    atypical: dict[str, float] = field(default_factory=dict)
 
     def advice(self, name: str) -> str:
         """The advice for one entry (or one run of a group)."""
@@ -275,6 +281,18 @@ class RaceReport:
                 f"    misspecification scale tau {self.tau:.3g} refitted on {self.tau_backtests} "
                 f"backtests of the sweep's own runs (calibration's {self.tau_calibration:.3g})"
             )
+            odd = {k: p for k, p in self.atypical.items() if p > 0.5}
+            if odd:
+                taus = {
+                    k: float(np.ravel(self.forecasts[k].info["tau"])[0])
+                    for k in odd
+                    if k in self.forecasts and "tau" in self.forecasts[k].info
+                }
+                own = ", ".join(f"{k} ({taus[k]:.3g})" if k in taus else k for k in odd)
+                lines.append(
+                    f"    runs whose backtests miss by more than that tau allows, each with its "
+                    f"own: {own}"
+                )
         elif self.tau is not None:
             lines.append(
                 f"    misspecification scale tau {self.tau:.3g}, the calibration's: no run has "
@@ -380,7 +398,7 @@ class Race:
         leaves the race until it reports again.
     progress : bool
         A progress bar over the refits of one report.
-    misspecification : {"sweep", "calibration"}
+    misspecification : {"sweep", "run", "calibration"}
         The scale ``tau`` of the forecasts' misspecification term (how far a run may wander from
         its fitted curves past its window, :mod:`rlcurves.calibrate`). ``"sweep"`` (default):
         refitted at every report on backtests of the sweep's own runs within their windows
@@ -392,8 +410,13 @@ class Race:
         GSM8K runs, 0.025 on the MATH runs): calibrated on the other family, GSM8K forecasts
         were far wider than their errors (no final value above its 90% interval) and the race
         ran its sweeps to 93% of their compute; with the sweep's tau, 64%, every winner kept,
-        the intervals about nominal (``python -m benchmarks.race_sweeps``). ``"calibration"``:
-        the calibration's tau, as :func:`rlcurves.forecast` uses it.
+        the intervals about nominal (``python -m benchmarks.race_sweeps``). ``"run"``: the same,
+        but any run may misbehave (a decline, a collapse: probability
+        :data:`rlcurves.calibrate.ATYPICAL_SHARE`) and then has a tau of its own, so one run
+        whose backtests miss far widens its own forecast, not the whole sweep's
+        (:meth:`rlcurves.calibrate.Calibration.tau_by_run`; not yet the default: what it
+        changes is measured by ``python -m benchmarks.race_run_tau``). ``"calibration"``: the
+        calibration's tau, as :func:`rlcurves.forecast` uses it.
     tau_prior_runs : float
         How many of the sweep's runs the calibration weighs as when the sweep's tau is refitted
         (default 1: a sweep of a few runs moves tau most of the way to its own; 0.5 and 2 gave
@@ -454,7 +477,7 @@ class Race:
         rungs: int | None = 20,
         stale_after: float | None = None,
         progress: bool = False,
-        misspecification: str = "sweep",
+        misspecification: str = "run",
         tau_prior_runs: float = 1.0,
     ) -> None:
         budget = float(budget)
@@ -516,10 +539,11 @@ class Race:
         self.rungs = None if rungs is None else int(rungs)
         self.stale_after = stale_after
         self.progress = progress
-        if misspecification not in ("sweep", "calibration"):
+        if misspecification not in ("sweep", "run", "calibration"):
             raise RLCurvesError(
-                "misspecification must be 'sweep' (tau refitted on the sweep's own backtests) or "
-                f"'calibration' (the calibration's tau); got {misspecification!r}"
+                "misspecification must be 'sweep' (tau refitted on the sweep's own backtests), "
+                "'run' (the same, each run free to have its own) or 'calibration' (the "
+                f"calibration's tau); got {misspecification!r}"
             )
         self.misspecification = misspecification
         if not (math.isfinite(tau_prior_runs) and tau_prior_runs > 0):
@@ -534,6 +558,8 @@ class Race:
         self._report: RaceReport | None = None
         self._state: tuple = ()
         self._tau: tuple[float, int] | None = None  # the sweep's tau, until a window changes
+        self._run_tau: dict[str, float] = {}  # misspecification="run": each entry's own tau
+        self._atypical: dict[str, float] = {}  # ... and its probability of being atypical
         self._clock = time.monotonic()
 
     @property
@@ -698,7 +724,7 @@ class Race:
             return
         e.fit, e.forecast, e.extra = fit, fc, extra
         e.identified, e.why = identified(fit)
-        if self.misspecification == "sweep":
+        if self.misspecification != "calibration":
             e.window = self._window(pts, seed)
         if fc.predictive is None:
             e.identified = False
@@ -779,11 +805,21 @@ class Race:
         within their windows, the calibration counting as ``tau_prior_runs`` runs (None: the
         calibration's tau, with ``misspecification="calibration"``), and how many backtests
         it was refitted on (none yet: the calibration's tau)."""
-        if self.misspecification != "sweep":
+        if self.misspecification == "calibration":
             return None, 0
         if self._tau is None or any(e.fresh for e in self._entries.values()):
-            records = _concat([_columns(e) for e in self._entries.values() if e.window is not None])
-            tau = self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
+            windowed = [e for e in self._entries.values() if e.window is not None]
+            if self.misspecification == "run":
+                records = _concat([
+                    {**_columns(e), "entry": np.full(len(e.window), e.name, dtype=object)}
+                    for e in windowed
+                ])  # fmt: skip
+                tau, self._run_tau, self._atypical = self._calibration().tau_by_run(
+                    records, prior_runs=self.tau_prior_runs, by="entry"
+                )
+            else:
+                records = _concat([_columns(e) for e in windowed])
+                tau = self._calibration().tau_with(records, prior_runs=self.tau_prior_runs)
             self._tau = (tau, 0 if records is None else len(records))
         return self._tau
 
@@ -825,8 +861,9 @@ class Race:
         for e in entries:  # derived here, at the sweep's tau of this report, for every entry
             if e.forecast is not None and e.forecast.predictive is not None:
                 made = e.draws_of
-                if e.draws is None or made is None or made[0] is not e.forecast or made[1] != tau:
-                    e.draws, e.draws_of = self._draws(e, tau), (e.forecast, tau)
+                t = tau if tau is None else self._run_tau.get(e.name, tau)
+                if e.draws is None or made is None or made[0] is not e.forecast or made[1] != t:
+                    e.draws, e.draws_of = self._draws(e, t), (e.forecast, t)
                     e.interval = _interval(e.draws, self.level)
                     e.used = self._used(e)
             else:
@@ -990,6 +1027,7 @@ class Race:
             tau_calibration=self._calibration().tau,
             tau_backtests=n_backtests,
             spent=self._spent,
+            atypical=dict(self._atypical) if self.misspecification == "run" else {},
         )
 
     def _frozen(self, name: str, draws: np.ndarray) -> np.ndarray:

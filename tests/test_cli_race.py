@@ -55,16 +55,19 @@ def test_race_command_prints_who_to_stop_and_writes_the_figure(logs, tmp_path, c
 
 
 def test_race_command_misspecification_flag(logs, capsys):
-    """--misspecification calibration: the calibration's tau, no line about the sweep's; a value
-    outside the two choices is refused by the parser, in its words."""
+    """--misspecification calibration: the calibration's tau, no line about the sweep's;
+    --misspecification sweep: one refitted tau for every run; a value outside the three choices
+    is refused by the parser, in its words."""
     args = ["race", *logs, "--budget", str(BUDGET), "--compute", "step", "--reward", "val_acc",
             "--rungs", "10", "--no-plot", "--quiet"]  # fmt: skip
     assert main([*args, "--misspecification", "calibration"]) == 0
     out = capsys.readouterr().out
     assert "[[Race]] 4 runs" in out and "misspecification scale tau" not in out
+    assert main([*args, "--misspecification", "sweep"]) == 0
+    assert "misspecification scale tau" in capsys.readouterr().out
     with pytest.raises(SystemExit):
-        main([*args, "--misspecification", "run"])
-    assert "--misspecification: invalid choice: 'run'" in capsys.readouterr().err
+        main([*args, "--misspecification", "family"])
+    assert "--misspecification: invalid choice: 'family'" in capsys.readouterr().err
 
 
 def test_race_command_seeds_of_a_recipe_race_as_one_entry(tmp_path, capsys):

@@ -306,35 +306,50 @@ def test_race_unidentified_runs_are_no_rivals(monkeypatch):
 
 
 def test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests(toy_race):
-    """misspecification="sweep" (default): the report's tau is the posterior given the
-    backtests of the runs within their windows under the calibration's predictive of a new
-    family's tau (weighed by tau_prior_runs), and every forecast's draws carry it: their spread
-    is the forecast's with tau^2 g(d) swapped (the stratified draws kept). Runs too sparse for
-    a backtest within their windows (8 evaluations each: fits, but not of their first halves)
-    leave the
-    calibration's tau, and the summary says why. "calibration": the forecasts' own draws."""
+    """misspecification="run" (default): the report's tau is the posterior given the backtests
+    of the runs within their windows under the calibration's predictive of a new family's tau
+    (weighed by tau_prior_runs), any run free to be atypical with a tau of its own
+    (Calibration.tau_by_run), and every forecast's draws carry its run's tau: their spread is
+    the forecast's with tau^2 g(d) swapped (the stratified draws kept). "sweep": one tau for
+    every run, tau_with's. Runs too sparse for a backtest within their windows (8 evaluations
+    each: fits, but not of their first halves) leave the calibration's tau, and the summary says
+    why. "calibration": the forecasts' own draws."""
     import pandas as pd
 
     from rlcurves.calibrate import default_calibration
 
     race, _, rep = toy_race
     cal = default_calibration()
-    windows = [e.window for e in race._entries.values() if e.window is not None]
-    assert windows and rep.tau_calibration == cal.tau
-    assert rep.tau == cal.tau_with(pd.concat(windows), prior_runs=race.tau_prior_runs)
-    assert rep.tau_backtests == sum(len(w) for w in windows)
+    windowed = [e for e in race._entries.values() if e.window is not None]
+    assert windowed and rep.tau_calibration == cal.tau
+    records = pd.concat([e.window.assign(entry=e.name) for e in windowed], ignore_index=True)
+    tau, taus, atypical = cal.tau_by_run(records, prior_runs=race.tau_prior_runs, by="entry")
+    assert rep.tau == pytest.approx(tau, rel=1e-12) and rep.atypical == pytest.approx(atypical)
+    assert rep.tau_backtests == len(records)
     assert rep.tau != cal.tau
     assert f"refitted on {rep.tau_backtests} backtests of the sweep's own runs" in rep.summary()
-    e = race._entries["late"]
-    info, fc = e.forecast.info, e.forecast
-    g = float(np.ravel(info["growth"])[0])  # g(d), the misspecification's growth
-    scale = float(np.ravel(info["scale"])[0])
-    want = np.sqrt(scale**2 + (rep.tau**2 - cal.tau**2) * g) / scale
-    q = [0.25, 0.75]  # central quantiles: no draw there is clipped at the metric's range
-    got = np.diff(np.quantile(e.draws, q))[0] / np.diff(fc.predictive.quantile(q)[:, 0])[0]
-    assert got == pytest.approx(want, rel=1e-6)
+    for e in windowed:
+        used = rep.forecasts[e.name].info
+        assert float(np.ravel(used["tau"])[0]) == pytest.approx(taus[e.name], rel=1e-12)
+        info, fc = e.forecast.info, e.forecast
+        g = float(np.ravel(info["growth"])[0])  # g(d), the misspecification's growth
+        scale = float(np.ravel(info["scale"])[0])
+        want = np.sqrt(scale**2 + (taus[e.name] ** 2 - cal.tau**2) * g) / scale
+        q = [0.25, 0.75]  # central quantiles: no draw there is clipped at the metric's range
+        got = np.diff(np.quantile(e.draws, q))[0] / np.diff(fc.predictive.quantile(q)[:, 0])[0]
+        assert got == pytest.approx(want, rel=1e-6), e.name
     row = rep.table.set_index("run").loc["late"]
+    e = race._entries["late"]
     assert (row["lower"], row["upper"]) == tuple(np.quantile(e.draws, [0.05, 0.95]))
+
+    one = Race(BUDGET, rungs=10, misspecification="sweep")
+    replay(one)
+    orep = one.report()
+    windows = [e.window for e in one._entries.values() if e.window is not None]
+    assert orep.tau == cal.tau_with(pd.concat(windows), prior_runs=one.tau_prior_runs)
+    assert orep.atypical == {} and all(
+        float(np.ravel(f.info["tau"])[0]) == orep.tau for f in orep.forecasts.values()
+    )
 
     sparse = Race(BUDGET)
     for k in RECIPES:
@@ -357,6 +372,43 @@ def test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests(toy_race):
         Race(BUDGET, misspecification="family")
     with pytest.raises(RLCurvesError, match="tau_prior_runs"):
         Race(BUDGET, tau_prior_runs=0)
+
+
+def test_regression_one_decliner_does_not_widen_the_whole_sweep():
+    """Issue 43, item 3: one run that collapses (it falls 0.04 a step from half its evaluations
+    on) beside five runs on their plateaus (noise sd 0.01). With one tau for the sweep
+    (misspecification="sweep") its window backtests set it: every plateaued run's 90% interval
+    was 0.25 wide when this was written (tau 0.15). With "run" (default) the decliner is
+    atypical (probability > 0.9) with a tau of its own above 5 times the sweep's, the sweep's tau
+    stays under a third of the one tau, and the plateaued runs' intervals are under half as
+    wide (0.04 when written); the summary names the decliner."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(1, 21, dtype=float)
+    runs = {
+        f"r{i}": sigmoid(steps, a, 3.0, 3.0, 0.1) + rng.normal(0, 0.01, steps.size)
+        for i, a in enumerate([0.6, 0.62, 0.55, 0.5, 0.58])
+    }
+    fall = 0.04 * np.maximum(steps - 10, 0)
+    runs["decliner"] = sigmoid(steps, 0.7, 3.0, 3.0, 0.1) - fall + rng.normal(0, 0.01, steps.size)
+    reports = {}
+    for how in ("sweep", "run"):
+        race = Race(40, misspecification=how)
+        for k, r in runs.items():
+            race.update(k, steps, r)
+        reports[how] = race.report()
+    one, own = reports["sweep"], reports["run"]
+    width = {
+        how: (r.table.set_index("run")["upper"] - r.table.set_index("run")["lower"]).drop(
+            "decliner"
+        )
+        for how, r in reports.items()
+    }
+    assert own.atypical["decliner"] > 0.9
+    assert max(p for k, p in own.atypical.items() if k != "decliner") < 0.2
+    tau_decliner = float(np.ravel(own.forecasts["decliner"].info["tau"])[0])
+    assert tau_decliner > 5 * own.tau and own.tau < one.tau / 3, (tau_decliner, own.tau, one.tau)
+    assert (width["run"] < 0.5 * width["sweep"]).all(), width
+    assert "each with its own: decliner" in own.summary()
 
 
 @pytest.mark.parametrize(
@@ -430,7 +482,10 @@ def test_report_forecasts_are_the_forecasts_the_race_used():
     sweep = _real_sweep("gsm8k_settings")
     cal = default_calibration().of_families("math")
     reports: list = []
-    replay_race(sweep, {"calibration": cal, "min_fraction": 1.0}, on_report=reports.append)
+    # one tau for the sweep, so that every forecast's is the report's (with "run", the default,
+    # each run's: test_race_sweep_tau_is_refitted_on_the_sweeps_own_backtests)
+    kws = {"calibration": cal, "min_fraction": 1.0, "misspecification": "sweep"}
+    replay_race(sweep, kws, on_report=reports.append)
     rep = reports[9]  # half the budget
     assert rep.tau < cal.tau / 2
     t = rep.table.set_index("run")
