@@ -16,15 +16,16 @@ library's solver): a race fed every run's 25 evaluations, then the seconds of it
 rules, the table); then one run gets one evaluation more, at the next rung of the budget (55%),
 so that the report refits it (a run is refit when its compute crosses a rung: an evaluation that
 crosses none gives the cached report at once, with either code), and the seconds of that report.
-Today's reports are compared with the new code's run with today's sweep-level risk
+Today's reports are compared with the new code's run with today's sweep-level decisions
 (:func:`paired_class`, on the new code's refits: the shipped Race computes that risk exactly and
-freezes a stopped run's draws, issue 43's item 4), field by field (:func:`same_reports`,
+freezes a stopped run's draws, issue 43's item 4, and lets a run have its own misspecification
+scale, item 3), field by field (:func:`same_reports`,
 "identical") and by their decisions, with the largest relative and absolute differences of
 their numbers (:func:`decisions`): each code refits on its own, with its own solver, so the
 numbers differ in the last digits (tests/test_race_scale.py compares the two Races' reports
 exactly on shared refits); and the shipped report's decisions with the paired one's
-("exact_risk": who each stops, its risk). The numba kernels are compiled (and a small race run)
-before the clock.
+("exact_risk": who each stops, its risk: the exact risk and the per-run tau together). The
+numba kernels are compiled (and a small race run) before the clock.
 
 Today's code refits every run itself only where that takes a few minutes (``--today-up-to``,
 default 100 runs). At 1,000 runs its first report would take about 10 minutes on 2 cores, most
@@ -412,7 +413,7 @@ def table(res: dict) -> str:
     """The side-by-side table: seconds per report, today's code and the new, and their ratio."""
     lines = [
         "| runs | first report: today | new | speedup | its decisions: today | new | "
-        "new, risk paired as today's | after one new evaluation: today | new | speedup | "
+        "new, deciding as today's | after one new evaluation: today | new | speedup | "
         "new: after one / first |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]

@@ -345,9 +345,9 @@ class Race:
         from the forecasts' draws (every combination of one draw per entry, no random
         pairing), a stopped entry's draws frozen when it is stopped. Nominal: it takes the
         forecasts as independent joint predictions, which the calibration does not make them. On
-        300 simulated near-tie sweeps the sweep-level rule alone lost the winner in 24 (alpha
-        0.05) and 78 (alpha 0.2); with the per-run rule and its hold, as Race decides, in 1 and
-        3 (``python -m benchmarks.race_alpha``).
+        300 simulated near-tie sweeps the sweep-level rule alone lost the winner in 23 (alpha
+        0.05) and 79 (alpha 0.2); with the per-run rule and its hold, as Race decides, in 1 and
+        2 (``python -m benchmarks.race_alpha``).
     tolerance : float
         Regret that does not count as losing the winner, in reward units (0.01: one point of
         pass rate).

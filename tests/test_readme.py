@@ -257,6 +257,12 @@ def test_race_page_rerun_after_the_per_kind_calibration_is_what_the_benchmarks_w
     assert said in words, said
     assert sweeps.choose(res["results"])["robust"] == "alpha 0.05, guard off"
     assert f"at {g['math']['compute_used']:.0%} and {g['gsm8k']['compute_used']:.0%})" in words
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    row = (
+        f"{d['math']['kept']} of 100 per family at {d['math']['compute_used']:.0%} and "
+        f"{d['gsm8k']['compute_used']:.0%}"
+    )
+    assert d["gsm8k"]["kept"] == d["math"]["kept"] and row in readme, row
 
 
 def test_race_page_settings_tables_are_what_the_benchmarks_printed():
@@ -295,7 +301,10 @@ def test_race_page_settings_tables_are_what_the_benchmarks_printed():
     assert pick["require_identified"] == defaults["require_identified"].default
     assert pick["confirm"] is None  # the rule's hold
     assert not pick.get("sensitivity") and "misspecification" not in pick  # the sweep's tau
-    assert defaults["misspecification"].default == "sweep"
+    # the grid of race_sweeps.json ran with one tau for the sweep; since issue 43's item 3 the
+    # default lets a run have its own ("run"), measured against one tau in the rerun's
+    # race_sweeps_after41.json (its sensitivity row) and by benchmarks/race_run_tau.py
+    assert defaults["misspecification"].default == "run"
     assert defaults["tau_prior_runs"].default == 1.0
     assert replay.DEFAULT == (pick["alpha"], pick["require_identified"], pick["confirm"])
 
