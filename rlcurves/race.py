@@ -400,7 +400,7 @@ class Race:
         A progress bar over the refits of one report.
     misspecification : {"sweep", "run", "calibration"}
         The scale ``tau`` of the forecasts' misspecification term (how far a run may wander from
-        its fitted curves past its window, :mod:`rlcurves.calibrate`). ``"sweep"`` (default):
+        its fitted curves past its window, :mod:`rlcurves.calibrate`). ``"sweep"``: one tau,
         refitted at every report on backtests of the sweep's own runs within their windows
         (each run fitted on the first 50% and 70% of its compute so far, scored on its level
         now: :func:`rlcurves.calibrate.window_records`), the calibration counting as
@@ -410,13 +410,15 @@ class Race:
         GSM8K runs, 0.025 on the MATH runs): calibrated on the other family, GSM8K forecasts
         were far wider than their errors (no final value above its 90% interval) and the race
         ran its sweeps to 93% of their compute; with the sweep's tau, 64%, every winner kept,
-        the intervals about nominal (``python -m benchmarks.race_sweeps``). ``"run"``: the same,
-        but any run may misbehave (a decline, a collapse: probability
+        the intervals about nominal (``python -m benchmarks.race_sweeps``). ``"run"`` (default):
+        the same, but any run may misbehave (a collapse, a late take-off: probability
         :data:`rlcurves.calibrate.ATYPICAL_SHARE`) and then has a tau of its own, so one run
         whose backtests miss far widens its own forecast, not the whole sweep's
-        (:meth:`rlcurves.calibrate.Calibration.tau_by_run`; not yet the default: what it
-        changes is measured by ``python -m benchmarks.race_run_tau``). ``"calibration"``: the
-        calibration's tau, as :func:`rlcurves.forecast` uses it.
+        (:meth:`rlcurves.calibrate.Calibration.tau_by_run`; ``RaceReport.atypical``): on the
+        corpus's sweeps the same winners as with one tau, the other runs' intervals 0.71 to
+        1.06 times as wide (narrower where one run misbehaved; a little wider elsewhere, for
+        the chance that any run has its own): ``python -m benchmarks.race_run_tau``.
+        ``"calibration"``: the calibration's tau, as :func:`rlcurves.forecast` uses it.
     tau_prior_runs : float
         How many of the sweep's runs the calibration weighs as when the sweep's tau is refitted
         (default 1: a sweep of a few runs moves tau most of the way to its own; 0.5 and 2 gave
