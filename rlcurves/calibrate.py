@@ -772,12 +772,8 @@ class Calibration:
             raise RLCurvesError(f"prior_runs must be > 0, got {prior_runs}")
         if by not in records:
             raise RLCurvesError(f"records have no column {by!r} to tell the runs apart")
-        from .pooling import _record_loglik, _sum_by
-
-        recs = _with_base(records)
-        keys, ll = _sum_by(
-            recs[by].astype(str).to_numpy(), _record_loglik(recs, self.growth, self.nu)
-        )
+        recs = _with_base(records).assign(**{by: records[by].astype(str)})
+        keys, ll = run_loglik(recs, self.growth, self.nu, by=by)
         group, taus, p = self.pooled.posterior_tau_by_run(ll, prior_runs, atypical)
         f = self.tau_factor
         names = [str(k) for k in keys]

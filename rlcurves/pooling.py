@@ -86,11 +86,12 @@ def _sum_by(labels: np.ndarray, ll: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def run_loglik(
-    records: pd.DataFrame, form: str, nu: float = math.inf
+    records: pd.DataFrame, form: str, nu: float = math.inf, by: str = "run"
 ) -> tuple[np.ndarray, np.ndarray]:
     """The run-weighted log-likelihood of each run's errors (:func:`log_density`) at every tau
-    of :data:`LOG_TAU_GRID`: ``(runs (n,), loglik (n, grid))``."""
-    return _sum_by(records["run"].to_numpy(), _record_loglik(records, form, nu))
+    of :data:`LOG_TAU_GRID`: ``(runs (n,), loglik (n, grid))``; with ``by`` another column of
+    the records, summed by its values instead (each run still weighs 1 over its records)."""
+    return _sum_by(records[by].to_numpy(), _record_loglik(records, form, nu))
 
 
 def _log_prior(mu: np.ndarray, s: np.ndarray) -> np.ndarray:
@@ -175,7 +176,7 @@ class PooledScale:
         return self._root_mean_square(loglik + self.new_log_density * prior_weight)
 
     def posterior_tau_by_run(
-        self, loglik: np.ndarray, prior_weight: float = 1.0, atypical: float = 0.05
+        self, loglik: np.ndarray, prior_weight: float, atypical: float
     ) -> tuple[float, np.ndarray, np.ndarray]:
         """tau of a group of runs (a sweep) in which any run may misbehave: the group's tau, each
         run's, and each run's probability of being atypical.

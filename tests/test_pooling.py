@@ -127,27 +127,27 @@ def test_a_run_that_misbehaves_gets_its_own_tau_not_the_sweeps():
         odd = names == "odd"
         one = prior.posterior_tau(ll.sum(axis=0))
         without = prior.posterior_tau(ll[~odd].sum(axis=0))
-        group, taus, p = prior.posterior_tau_by_run(ll, atypical=0.05)
+        group, taus, p = prior.posterior_tau_by_run(ll, 1.0, atypical=0.05)
         inflated_one += one > 1.5 * without
         inflated_group += group > 1.5 * without
         if p[odd][0] > 0.5:
             odd_flagged += 1
             assert taus[odd][0] > 2 * group, (taus[odd], group)
         typical_flagged += int(np.sum(p[~odd] > 0.5))
-        g0, t0, p0 = prior.posterior_tau_by_run(ll, atypical=0.0)
+        g0, t0, p0 = prior.posterior_tau_by_run(ll, 1.0, atypical=0.0)
         assert g0 == pytest.approx(one, rel=1e-12)
         np.testing.assert_allclose(t0, one, rtol=1e-12)
         assert np.all(p0 == 0)
         same = _sweep_with_one_decliner(rng, odd_tau=0.01)
         _, ll = run_loglik(same, "d")
-        assert prior.posterior_tau_by_run(ll)[0] == pytest.approx(
+        assert prior.posterior_tau_by_run(ll, 1.0, 0.05)[0] == pytest.approx(
             prior.posterior_tau(ll.sum(axis=0)), rel=0.05
         )
     assert inflated_one >= 30 and inflated_group <= 5, (inflated_one, inflated_group)
     assert odd_flagged > 25 and typical_flagged == 0, (odd_flagged, typical_flagged)
     assert _sum_by(np.array(["a", "b", "a"]), np.ones((3, 2)))[1].tolist() == [[2, 2], [1, 1]]
     with pytest.raises(RLCurvesError, match="atypical"):
-        prior.posterior_tau_by_run(ll, atypical=1.0)
+        prior.posterior_tau_by_run(ll, 1.0, atypical=1.0)
 
 
 def test_calibration_tau_by_run_is_tau_with_when_no_run_is_atypical():
