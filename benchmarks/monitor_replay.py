@@ -74,7 +74,7 @@ from rlcurves.decide import (
     prob_above,
 )
 from rlcurves.forecast import Forecast
-from rlcurves.monitor import Monitor, identified
+from rlcurves.monitor import Monitor, advises, identification_guard, identified
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
@@ -108,6 +108,12 @@ class Refit:
     seconds: float
 
 
+def may_advise(mon: Monitor, rep) -> tuple[bool, str]:
+    """Whether the report's fit may advise a stop, as Monitor judges it: identified, or past
+    its identification guard (``require_identified``; none by default)."""
+    return advises(identified(rep.fit), rep.fraction, identification_guard(mon.require_identified))
+
+
 def replay_run(
     frame: pd.DataFrame,
     *,
@@ -134,7 +140,7 @@ def replay_run(
         rep = mon.update(c[fed:upto], r[fed:upto])
         dt = time.perf_counter() - t0
         fed = upto
-        ok = (False, "no fit") if rep.fit is None else identified(rep.fit)
+        ok = (False, "no fit") if rep.fit is None else may_advise(mon, rep)
         now = None if rep.fit is None else float(rep.fit.predict(rep.compute))
         progress = None if rep.fit is None else rep.compute / rep.fit.C_mid
         out.append(Refit(rep.fraction, rep.n_points, rep.forecast, ok, now, progress, rep.peak, dt))
@@ -728,7 +734,7 @@ def simulate(n_runs: int = 100, *, seed: int = 2027, looks: int = 16, n_samples:
             fit = rep.fit
             refits.append(Refit(
                 rep.fraction, rep.n_points, rep.forecast,
-                (False, "no fit") if fit is None else identified(fit),
+                (False, "no fit") if fit is None else may_advise(mon, rep),
                 None if fit is None else float(fit.predict(rep.compute)),
                 None if fit is None else rep.compute / fit.C_mid, rep.peak, 0.0,
             ))  # fmt: skip

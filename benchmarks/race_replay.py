@@ -32,8 +32,8 @@ runs it did not stop is within 0.01 of the winner's (regret <= 0.01). Compute us
 compute of all runs, as stopped, over the compute of running them all to the budget.
 
 Methods:
-- ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01,
-  require_identified=0.4, the rule's hold; chosen on 200 sweeps by benchmarks/race_sweeps.py;
+- ``race``: :class:`rlcurves.Race` with its defaults (alpha 0.05, tolerance 0.01, no
+  identification guard, the rule's hold; chosen on 200 sweeps by benchmarks/race_sweeps.py;
   each stop also passes issue 27's measured per-run rule,
   :data:`rlcurves.decide.DEFAULT_RULE`, and its hysteresis; the forecasts' misspecification
   scale tau refitted on the sweep's own runs' backtests within their windows, as Race does by
@@ -475,7 +475,18 @@ GRID = tuple(
     for confirm in (None, 1)
     for a in (0.05, 0.1, 0.2, 0.3)
 )
-DEFAULT = (0.05, 0.4, None)  # Race's defaults
+
+
+def _race_defaults() -> tuple:
+    import inspect
+
+    from rlcurves import Race
+
+    p = inspect.signature(Race).parameters
+    return (p["alpha"].default, p["require_identified"].default, None)
+
+
+DEFAULT = _race_defaults()  # Race's defaults as a GRID key (None: the rule's hold)
 
 
 def summarize(outcomes: list[Outcome]) -> dict:

@@ -125,14 +125,18 @@ def paired_class(cls):
     random pairing of the runs' draws (``rlcurves.decide.stop_set(method="paired")``), a stopped
     run's draws not frozen (issue 43, item 4), and one misspecification scale for every run of
     the sweep (``misspecification="sweep"`` unless another is asked for; the shipped default
-    lets a run have its own, item 3). Its reports are today's exactly on the same refits."""
+    lets a run have its own, item 3), and today's identification guard: before 40% of the
+    budget unless another is asked for (the shipped default has none), a run kept counting as a
+    rival only once its fit is identified. Its reports are today's exactly on the same refits."""
 
     class Paired(cls):
         _risk_method = "paired"
         _freeze_stopped = False
+        _rivals_identified_only = True
 
         def __init__(self, *args, **kwargs):
             kwargs.setdefault("misspecification", "sweep")
+            kwargs.setdefault("require_identified", 0.4)
             super().__init__(*args, **kwargs)
 
     return Paired

@@ -62,9 +62,25 @@ OTHER = {"gsm8k": "math", "math": "gsm8k"}
 FIGURE = "docs/figures/race_settings.png"
 TARGET = 0.95  # the issue's "winner kept in at least 95% of sweeps"
 ALPHA = 0.05  # Race's risk bound, not tuned here (see choose)
-DEFAULT_LABEL = "alpha 0.05, guard before 40%"  # Race's defaults in settings_grid
-CALIBRATION_TAU_LABEL = "alpha 0.05, guard before 40%, calibration's tau"
-ONE_TAU_LABEL = "alpha 0.05, guard before 40%, one tau for every run of the sweep"
+
+
+def guard_words(guard: bool | float) -> str:
+    """A ``require_identified`` value as the settings' labels name it."""
+    return {True: "on", False: "off"}.get(guard, f"before {guard:.0%}")  # type: ignore[arg-type]
+
+
+def _default_guard() -> bool | float:
+    import inspect
+
+    from rlcurves import Race
+
+    return inspect.signature(Race).parameters["require_identified"].default
+
+
+DEFAULT_GUARD = _default_guard()  # Race's; the sensitivity rows vary the tau around it
+DEFAULT_LABEL = f"alpha 0.05, guard {guard_words(DEFAULT_GUARD)}"  # Race's defaults
+CALIBRATION_TAU_LABEL = f"{DEFAULT_LABEL}, calibration's tau"
+ONE_TAU_LABEL = f"{DEFAULT_LABEL}, one tau for every run of the sweep"
 
 
 def family_runs() -> dict[str, tuple[float, dict[str, pd.DataFrame]]]:
@@ -230,27 +246,28 @@ def wilson(k: float, n: int, z: float = 1.96) -> tuple[float, float]:
 def settings_grid(quick: bool) -> list[dict]:
     """alpha x the identification guard (throughout, before 40% of the budget, never) x the
     hold (the rule's 2 refits, or 1), every one with the sweep's own tau (Race's default); then
-    three sensitivity rows at alpha 0.05, guard before 40%, hold 2 (not candidates for the
-    defaults): the calibration's tau (Race before the sweep's tau), one tau for every run of
+    four sensitivity rows at Race's defaults (alpha 0.05, its guard, hold 2; not candidates for
+    the defaults): the calibration's tau (Race before the sweep's tau), one tau for every run of
     the sweep (``misspecification="sweep"``, Race before a run could have its own), and the
     sweep's tau with the calibration weighing 0.5 and 2 runs."""
     alphas = (0.05, 0.2) if quick else (0.05, 0.1, 0.2, 0.3)
     guards = (True, 0.4, False)
     grid = []
     for alpha, guard, confirm in product(alphas, guards, (None, 1)):
-        g = {True: "on", False: "off"}.get(guard, f"before {guard:.0%}")  # type: ignore[arg-type]
-        label = f"alpha {alpha:g}, guard {g}" + (", confirm 1" if confirm == 1 else "")
+        label = f"alpha {alpha:g}, guard {guard_words(guard)}" + (
+            ", confirm 1" if confirm == 1 else ""
+        )
         grid.append(
             {"label": label, "alpha": alpha, "require_identified": guard, "confirm": confirm}
         )
-    base = {"alpha": 0.05, "require_identified": 0.4, "confirm": None, "sensitivity": True}
+    base = {"alpha": 0.05, "require_identified": DEFAULT_GUARD, "confirm": None,
+            "sensitivity": True}  # fmt: skip
     grid += [
         {**base, "label": CALIBRATION_TAU_LABEL, "misspecification": "calibration"},
         {**base, "label": ONE_TAU_LABEL, "misspecification": "sweep"},
-        {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 0.5",
-         "tau_prior_runs": 0.5},
-        {**base, "label": "alpha 0.05, guard before 40%, tau_prior_runs 2", "tau_prior_runs": 2.0},
-    ]  # fmt: skip
+        {**base, "label": f"{DEFAULT_LABEL}, tau_prior_runs 0.5", "tau_prior_runs": 0.5},
+        {**base, "label": f"{DEFAULT_LABEL}, tau_prior_runs 2", "tau_prior_runs": 2.0},
+    ]
     return grid
 
 
@@ -270,7 +287,7 @@ def run_family(fam: str, n_sweeps: int, quick: bool) -> tuple[dict, dict, dict, 
     fill_cache(budget, runs, calibration, cache, index)
     tails = {
         f"{lo:.0%}-{hi:.0%}": tail_coverage(budget, runs, cache, lo, hi)
-        for lo, hi in ((0.15, 0.35), (0.4, 0.95))  # before the default guard's end, and after
+        for lo, hi in ((0.15, 0.35), (0.4, 0.95))  # before the 40% guard's end, and after
     }
     # the intervals' coverage, seen in the replays of the defaults and of the calibration's tau
     finals = as_sweep(budget, runs).finals()

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -20,8 +20,10 @@
 # where the run will land at its budget, whether it will beat a baseline, and what to do:
 # *too early to tell*, *continue*, *on track*, *unlikely to beat the baseline*, *peaked*. The
 # advice comes from `rlcurves.decide`, with thresholds measured by replaying finished real runs
-# (`python -m benchmarks.monitor_replay`): it never advises stopping before the fit determines
-# the curve, and a stop advice is given only once it has held on two consecutive refits.
+# (`python -m benchmarks.monitor_replay`): a curve its data leave open is forecast from the
+# shapes of the corpus's runs, so advice starts once 8 evaluations and 10% of the budget are in
+# (`require_identified=` waits for a fit that determines the ceiling instead), and a stop advice
+# is given only once it has held on two consecutive refits.
 #
 # The runs here are REAL: two runs of the reference trainer's leave-one-out study, bundled with
 # rlcurves, on the generated-tokens axis (load-free). We replay them evaluation by evaluation,
@@ -42,9 +44,9 @@ print(f"budget: {budget:,.0f} generated tokens")
 # %% [markdown]
 # ## A worse run: PipelineRL-8 against the recipe
 #
-# One report per evaluation. Watch the advice column: it waits for 8 evaluations, 10% of the
-# budget (the measured "too early" fraction) and an identified fit, then says what the numbers
-# say. `pending` is a stop advice waiting for the next refit to confirm it.
+# One report per evaluation. Watch the advice column: it waits for 8 evaluations and 10% of the
+# budget (the measured "too early" fraction), then says what the numbers say. `pending` is a stop
+# advice waiting for the next refit to confirm it.
 
 # %%
 run = load_example("recipe_loo_pipeline_rl", compute=AXIS)
@@ -67,10 +69,9 @@ for c, r in zip(run["compute"], run["reward"], strict=True):
 pd.DataFrame(rows).round(3)
 
 # %% [markdown]
-# This run's rise is almost a step (B poorly identified), and its fit moves in and out of
-# "identified" as evaluations arrive. A first "unlikely" only becomes advice when the next refit,
-# at least 3.5% of the budget later, says it too (the monitor's hysteresis; `watch --once`
-# carries it across calls through its JSON-lines report).
+# This run's rise is almost a step (B poorly identified). A first "unlikely" only becomes advice
+# when the next refit, at least 3.5% of the budget later, says it too (the monitor's hysteresis;
+# `watch --once` carries it across calls through its JSON-lines report).
 #
 # The last report, as Jupyter shows it (`MonitorReport._repr_html_`), with its figure:
 
@@ -80,7 +81,7 @@ rep  # noqa: B018 (the cell shows it)
 # %% [markdown]
 # ## A better run: the recipe against PipelineRL-8
 #
-# The same replay the other way round: "on track" once the fit is identified.
+# The same replay the other way round: "on track" once the numbers say so.
 
 # %%
 monitor = rlcurves.Monitor(budget, baseline=run, n_samples=200, label="scalerl")

@@ -82,6 +82,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         type=int,
         help="consecutive refits a stop advice must hold before it is given (2)",
     )
+    p.add_argument(
+        "--identified-guard",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="before this fraction of the budget give advice only once the fit determines the "
+        "run's ceiling; 1: always, 0: never (0: the calibrated forecast decides from the first "
+        "fit)",
+    )
     p.add_argument("--no-plot", action="store_true", help="do not write the PNG figure")
     p.set_defaults(func=cmd_watch)
 
@@ -120,7 +129,8 @@ def _schedule_words() -> str:
 
 # the Monitor's keywords as watch spells them, beside the reader's and the fit's (cli.cli_words)
 _WATCH_FLAGS = {"min_points": "--min-points", "min_fraction": "--min-fraction",
-                "p_unlikely": "--p-unlikely", "p_on_track": "--p-on-track"}  # fmt: skip
+                "p_unlikely": "--p-unlikely", "p_on_track": "--p-on-track",
+                "require_identified": "--identified-guard"}  # fmt: skip
 _WATCH_KEYWORD = re.compile(r"(?<![\w.\-])(" + "|".join(_WATCH_FLAGS) + r")(=|\b)")
 
 
@@ -188,6 +198,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         p_unlikely=args.p_unlikely,
         p_on_track=args.p_on_track,
         hold=args.hold,
+        require_identified=args.identified_guard,
         n_samples=args.n_samples,
         seed=args.seed,
         fit_kws=_fit_kws(args),

@@ -110,10 +110,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--identified-guard",
         type=float,
-        default=0.4,
+        default=0.0,
         metavar="FRACTION",
-        help="before this fraction of the budget a run is stopped only once its fit determines "
-        "its ceiling (a late bloomer before its midpoint is not); 1: always, 0: never (0.4)",
+        help="before this fraction of the budget a run is stopped, and counts as a rival, only "
+        "once its fit determines its ceiling (a late bloomer before its midpoint); 1: always, "
+        "0: never (0: a run's calibrated forecast decides from its first fit)",
     )
     p.add_argument(
         "--misspecification",

@@ -363,19 +363,18 @@ class Race:
     min_points : int, optional
         Evaluations a run needs before it may be stopped (default ``rule.min_points``).
     require_identified : bool or float
-        Stop a run only once its fit determines its ceiling (:func:`rlcurves.monitor.identified`),
-        and count a run kept as a rival only then: a run before its midpoint, whose ceiling the
-        sigmoid cannot pin down yet, may be the late bloomer the race must not lose. A fraction
-        of the budget (default 0.4) applies the guard only before it; from there on the
-        calibrated forecast at the budget decides alone. On the MATH runs (forecasts calibrated
-        on the other family), a run's final value lay above the upper 95% quantile of an
-        unidentified fit's forecast in 5 of 29 forecasts made at 15-35% of the budget (17%;
-        identified fits: 3 of 46) and in 0 of 33 made from 40% on; GSM8K's fits were all
-        identified (``python -m benchmarks.race_sweeps``, "tails"). True: the guard throughout
-        (it kept MATH's lr5e-6 running to 85% of its budget); False: never. Only runs kept
-        with an identified fit count as rivals (False: every run kept does): the fraction lets
-        an unidentified run be stopped on its calibrated upper tail, it does not let its
-        forecast, whose ceiling the data do not set, make the others look beaten.
+        A guard for late bloomers: before this fraction of the budget a run is stopped only once
+        its fit determines its ceiling (:func:`rlcurves.monitor.identified`), and counts as a
+        rival of the others only then; from there on its calibrated forecast at the budget
+        decides alone, for it and against it. True: the guard all run long (only identified
+        runs are stopped or set the bar); False (default): never, every run's forecast decides
+        from its first fit. The default was the guard before 40% of the budget while an
+        unidentified fit's forecast was its own fit's: on the MATH runs the final value lay
+        above its upper 95% quantile in 5 of 29 forecasts made at 15-35% of the budget. Since
+        a curve the data leave open is forecast from the corpus's shapes (issue 42), 0 of 29
+        (Wilson 95% upper bound 12%), and the rule that chooses the defaults on 200 sweeps
+        drawn from real runs (``python -m benchmarks.race_sweeps``, ``choose()``) picks no
+        guard (docs/benchmarks/race.md).
     confirm : int, optional
         Consecutive refits of a run (one per rung) that must advise its stop before it is made
         (1: at once; default ``rule.hold``, spanning at least ``rule.hold_span`` of the budget).
@@ -458,6 +457,10 @@ class Race:
     # the benchmarks that compare Race with that code (benchmarks/race_reference.py).
     _risk_method: str = "exact"
     _freeze_stopped: bool = True
+    # A kept run sets the bar for the others once its forecast may decide for itself (identified,
+    # or past the guard). True: only once its fit is identified, the rule before issue 43 (kept
+    # for the benchmark that compares Race with that code, benchmarks/race_scale.py).
+    _rivals_identified_only: bool = False
 
     def __init__(
         self,
@@ -470,7 +473,7 @@ class Race:
         min_fraction: float | None = None,
         min_points: int | None = None,
         confirm: int | None = None,
-        require_identified: bool | float = 0.4,
+        require_identified: bool | float = False,
         higher_is_better: bool = True,
         n_samples: int = 300,
         seed: int = 0,
@@ -519,18 +522,10 @@ class Race:
         self.alpha = float(alpha)
         self.tolerance = float(tolerance)
         self.level = float(level)
-        if isinstance(require_identified, bool):
-            guard = 1.0 if require_identified else 0.0
-        else:
-            guard = float(require_identified)
-            if not 0 <= guard <= 1:
-                raise RLCurvesError(
-                    "require_identified must be a fraction of the budget in [0, 1], before which "
-                    "an unidentified fit is not stopped (1 or True: always, 0 or False: never); "
-                    f"got {require_identified!r}"
-                )
+        from .monitor import identification_guard
+
         self.require_identified = require_identified
-        self._guard_until = guard
+        self._guard_until = identification_guard(require_identified)
         self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
         self.seed = int(seed)
@@ -882,13 +877,14 @@ class Race:
             if racing
             else None
         )
-        # the rivals a run must beat: the entries kept whose fit is identified (the data do not set
-        # an unidentified fit's ceiling, so it may not set the bar), all of them with the guard off
+        # the rivals a run must beat: the entries kept whose forecast may decide (_trusted: an
+        # identified fit, or a run past the guard, whose calibrated forecast then decides alone
+        # for it and against it), all of them with the guard off
         stopped = [k for k in with_draws if status[k] == "stopped"]
         kept = {
             k: d
             for k, d in with_draws.items()
-            if status[k] != "stopped" and (self._entries[k].identified or self._guard_until == 0)
+            if status[k] != "stopped" and self._rival(self._entries[k])
         }
         # the per-run rule (decide() against the best of the other runs kept, plus tolerance;
         # an unidentified run may be stopped only past the guard, see _trusted)
@@ -1101,6 +1097,12 @@ class Race:
         return e.identified or (
             self._guard_until < 1 and e.now >= self._guard_until * self.budget - 1e-12
         )
+
+    def _rival(self, e: _Entry) -> bool:
+        """Whether a kept entry sets the bar for the others (in their baselines and the risk)."""
+        if self._rivals_identified_only:
+            return e.identified or self._guard_until == 0
+        return self._trusted(e)
 
     def _refused(self, e: _Entry, d: Decision, p_best: dict) -> str:
         return (

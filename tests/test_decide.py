@@ -215,6 +215,7 @@ def test_monitor_advice_is_decide_plus_hysteresis():
     rule = DEFAULT_RULE
     with_base = Monitor(4000.0, baseline=0.55, n_samples=100)
     free = Monitor(4000.0, n_samples=100)
+    guard = rlcurves.monitor.identification_guard(with_base.require_identified)
     h = Hysteresis.for_rule(rule)
     for ci, ri in zip(c, r, strict=True):
         got = with_base.update(ci, ri)
@@ -224,7 +225,9 @@ def test_monitor_advice_is_decide_plus_hysteresis():
             h.reset()
             continue
         raw = decide(ref.forecast, fraction=ref.fraction, n_points=ref.n_points,
-                     identified=rlcurves.monitor.identified(ref.fit), baseline=0.55,
+                     identified=rlcurves.monitor.advises(rlcurves.monitor.identified(ref.fit),
+                                                         ref.fraction, guard),
+                     baseline=0.55,
                      fitted_now=float(ref.fit.predict(ref.compute)),
                      progress=ref.compute / ref.fit.C_mid, peak=ref.peak)  # fmt: skip
         assert got.advice == h.update(raw).advice

@@ -92,18 +92,23 @@ def test_forecast_metrics_land_in_log_history_and_tensorboard(tmp_path):
     assert {"train/forecast/mean", "train/forecast/upper", "train/forecast/identified"} <= tags
 
 
-def test_stop_when_unlikely_stops_the_run_once_the_fit_is_identified(tmp_path):
+@pytest.mark.parametrize("guard", [False, True])
+def test_stop_when_unlikely_stops_the_run(tmp_path, guard):
+    """A baseline out of reach stops training once the stop advice has held; with
+    ``require_identified=True`` (passed to the Monitor) only once the fit is identified (issue
+    43: no guard by default, the calibrated forecast decides from the first fit)."""
     from rlcurves.integrations.transformers import ForecastCallback
 
     trainer = make_trainer(tmp_path, max_steps=40)
     # a baseline loss of 0.5: out of reach of 40 steps (the loss ends near 1.3)
     cb = ForecastCallback(trainer, metric="loss", baseline=0.5, stop_when="unlikely",
-                          min_points=5, min_fraction=0.0, n_samples=100)  # fmt: skip
+                          min_points=5, min_fraction=0.0, n_samples=100,
+                          require_identified=guard)  # fmt: skip
     trainer.add_callback(cb)
     trainer.train()
     assert trainer.state.global_step < 40
     final = cb.reports[-1]
-    assert final.advice == UNLIKELY_BASELINE and final.is_identified
+    assert final.advice == UNLIKELY_BASELINE and (final.is_identified or not guard)
     assert all(not r.stop for r in cb.reports[:-1])
     # issue 27: the stop advice held on the evaluation before (two refits, 5% of the budget apart)
     assert cb.reports[-2].pending == UNLIKELY_BASELINE

@@ -70,7 +70,10 @@ def test_worse_run_is_unlikely_to_beat_a_fitted_baseline():
     assert reports[-1].p_beat < 0.05
 
 
-def test_never_stop_advice_before_the_fit_is_identified():
+def test_identification_guard_holds_stop_advice_until_its_fraction():
+    """require_identified=True never advises a stop from a fit that does not determine the
+    ceiling; a fraction holds it until then; the default (issue 43: no guard) lets the
+    calibrated forecast of an unidentified fit decide, here against an unreachable baseline."""
     # a run that stops long before its midpoint: A and C_mid trade off, IdentifiabilityWarning
     c, r = simulated(n=12, end=500.0, seed=3)
     with pytest.warns(rlcurves.IdentifiabilityWarning):
@@ -78,17 +81,28 @@ def test_never_stop_advice_before_the_fit_is_identified():
     assert not identified(fit)[0]
     # a baseline so high that p(above) is below p_unlikely from the start: a rule on p alone
     # would say stop
-    mon = Monitor(4000.0, baseline=1.0, min_fraction=0.0, p_unlikely=0.2, n_samples=200)
-    reports = feed(mon, c, r)
+    kws = dict(baseline=1.0, min_fraction=0.0, p_unlikely=0.2, n_samples=200)
+    reports = feed(Monitor(4000.0, require_identified=True, **kws), c, r)
     assert reports[-1].p_beat is not None and reports[-1].p_beat <= 0.2
     assert all(rep.advice == TOO_EARLY and not rep.stop for rep in reports)
     assert "does not determine the ceiling" in reports[-1].reason
+    assert not any(rep.is_identified for rep in reports[-4:])
+    reports = feed(Monitor(4000.0, require_identified=0.05, **kws), c, r)
+    assert not any(rep.advice != TOO_EARLY for rep in reports if rep.fraction < 0.05)
+    assert reports[-1].stop and reports[-1].advice == UNLIKELY_BASELINE
+    reports = feed(Monitor(4000.0, **kws), c, r)
+    advised = next(rep for rep in reports if rep.advice != TOO_EARLY)
+    assert advised.n_points == 8 and advised.pending == UNLIKELY_BASELINE  # min_points, then hold
+    assert reports[-1].stop and not reports[-1].is_identified
+    with pytest.raises(rlcurves.RLCurvesError, match="require_identified"):
+        Monitor(4000.0, require_identified=1.5)
 
 
-def test_every_stop_advice_comes_from_an_identified_fit():
+def test_with_the_guard_every_stop_advice_comes_from_an_identified_fit():
     for seed in range(2):
         c, r = simulated(n=20, seed=seed, A=0.45, sd=0.02)
-        for rep in feed(Monitor(4000.0, baseline=0.55, n_samples=200), c, r):
+        mon = Monitor(4000.0, baseline=0.55, n_samples=200, require_identified=True)
+        for rep in feed(mon, c, r):
             assert rep.advice in ADVICE
             if rep.stop:
                 assert rep.is_identified and identified(rep.fit)[0]

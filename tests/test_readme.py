@@ -237,9 +237,15 @@ def test_race_page_table_is_what_the_replay_printed():
 
 def test_race_page_rerun_after_the_per_kind_calibration_is_what_the_benchmarks_wrote():
     """Issue 41 changed every forecast's calibration; the race page's note gives the rerun of
-    both race benchmarks on it (results *_after41.json): the five real sweeps' table row for
-    row, and the defaults' and the guard-off setting's winners kept and compute on the 200
-    drawn sweeps, in the words of the note."""
+    both race benchmarks on it (results *_after41.json, rerun since with each change to Race):
+    the five real sweeps' table and the 200 drawn sweeps' settings table row for row, Race's
+    defaults (issue 43: no identification guard) the setting that benchmark's rule chooses, and
+    the defaults' and the former defaults' winners kept and compute, in the words of the note
+    and of README."""
+    import inspect
+
+    from rlcurves import Race
+
     page = page_text("benchmarks/race.md")
     replay = benchmark("race_replay")
     sweeps = benchmark("race_sweeps")
@@ -248,14 +254,25 @@ def test_race_page_rerun_after_the_per_kind_calibration_is_what_the_benchmarks_w
     res = json.loads((results / "race_sweeps_after41.json").read_text())
     for line in replay.table(rr["table"]).splitlines():
         assert line in page, f"the race page's note lacks the rerun's row: {line}"
+    rows = [line for line in sweeps.readme_table(res).splitlines() if line.startswith("| ")]
+    assert len(rows) == 29  # header, 24 settings, 4 sensitivity rows
+    for line in rows:
+        assert line in page, f"the race page's note lacks the rerun's settings row: {line}"
+    chosen = sweeps.choose(res["results"])
+    assert chosen == res["chosen"] and chosen["robust"] == sweeps.DEFAULT_LABEL
+    pick = {s["label"]: s for s in sweeps.settings_grid(quick=False)}[chosen["robust"]]
+    defaults = inspect.signature(Race).parameters
+    assert pick["alpha"] == defaults["alpha"].default
+    assert pick["require_identified"] is defaults["require_identified"].default is False
+    assert pick["confirm"] is None and not pick.get("sensitivity")
+    assert replay.DEFAULT == (pick["alpha"], pick["require_identified"], pick["confirm"])
     words = " ".join(page.split())
-    d, g = res["results"]["alpha 0.05, guard before 40%"], res["results"]["alpha 0.05, guard off"]
+    d, g = res["results"][sweeps.DEFAULT_LABEL], res["results"]["alpha 0.05, guard before 40%"]
     said = (
         f"keep {d['math']['kept']} of 100 MATH winners at {d['math']['compute_used']:.0%} of the "
         f"compute and {d['gsm8k']['kept']} of 100 GSM8K winners at {d['gsm8k']['compute_used']:.0%}"
     )
     assert said in words, said
-    assert sweeps.choose(res["results"])["robust"] == "alpha 0.05, guard off"
     assert f"at {g['math']['compute_used']:.0%} and {g['gsm8k']['compute_used']:.0%})" in words
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     row = (
@@ -294,19 +311,15 @@ def test_race_page_settings_tables_are_what_the_benchmarks_printed():
             assert line in page, f"the race page lacks the benchmark's row: {line}"
     chosen = sweeps.choose(res["results"])
     assert chosen == res["chosen"]
+    # these tables are the code before issue 41's; Race's defaults are the setting the rerun
+    # chooses (test_race_page_rerun_after_the_per_kind_calibration_is_what_the_benchmarks_wrote)
+    assert chosen["robust"] == "alpha 0.05, guard before 40%"
     defaults = inspect.signature(Race).parameters
-    grid = {s["label"]: s for s in sweeps.settings_grid(quick=False)}
-    pick = grid[chosen["robust"]]
-    assert pick["alpha"] == defaults["alpha"].default
-    assert pick["require_identified"] == defaults["require_identified"].default
-    assert pick["confirm"] is None  # the rule's hold
-    assert not pick.get("sensitivity") and "misspecification" not in pick  # the sweep's tau
     # the grid of race_sweeps.json ran with one tau for the sweep; since issue 43's item 3 the
     # default lets a run have its own ("run"), measured against one tau in the rerun's
     # race_sweeps_after41.json (its sensitivity row) and by benchmarks/race_run_tau.py
     assert defaults["misspecification"].default == "run"
     assert defaults["tau_prior_runs"].default == 1.0
-    assert replay.DEFAULT == (pick["alpha"], pick["require_identified"], pick["confirm"])
 
 
 def test_monitor_replay_page_tables_are_what_the_benchmark_printed():

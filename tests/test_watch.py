@@ -4,7 +4,8 @@ The done-when test of issue 16: a real run of the reference trainer is appended 
 log while ``rlcurves watch --once`` runs after every evaluation; the advice must move from "too
 early to tell" to "on track" (against a worse baseline) or "unlikely to beat the baseline"
 (against a better one) exactly where the monitor's documented rule says it may: never before
-``min_points`` evaluations, ``min_fraction`` of the budget and an identified fit.
+``min_points`` evaluations and ``min_fraction`` of the budget, and with ``--identified-guard 1``
+never before an identified fit (issue 43: no guard by default).
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def watch(*argv: str) -> tuple[int, str]:
     return rc, buf.getvalue()
 
 
-def replay(tmp_path: Path, run: str, baseline: str, budget: float):
-    """Append the run's log line by line; after each evaluation run ``watch --once``."""
+def replay(tmp_path: Path, run: str, baseline: str, budget: float, *extra: str):
+    """Append the run's log line by line; after each evaluation run ``watch --once`` (with the
+    flags ``extra``)."""
     folder = tmp_path / run
     folder.mkdir()
     log = folder / "log.jsonl"
@@ -59,7 +61,7 @@ def replay(tmp_path: Path, run: str, baseline: str, budget: float):
         last = j == len(evals) - 2
         args = [str(folder), "--budget", str(budget), "--baseline", str(RUNS / baseline),
                 "--compute", AXIS, "--once", "--n-samples", "100"]  # fmt: skip
-        rc, out = watch(*args, *([] if last else ["--no-plot"]))
+        rc, out = watch(*args, *extra, *([] if last else ["--no-plot"]))
         assert rc == 0, out
         outputs.append(out)
     records = [json.loads(x) for x in (folder / "rlcurves_monitor.jsonl").read_text().splitlines()]
@@ -67,7 +69,8 @@ def replay(tmp_path: Path, run: str, baseline: str, budget: float):
 
 
 def expected_gate(folder: Path, n: int, budget: float) -> bool:
-    """The documented rule, recomputed from the library: may the monitor advise at all?"""
+    """The documented rule with the guard all run long (``--identified-guard 1``), recomputed
+    from the library: may the monitor advise at all?"""
     df = rlcurves.read_log(folder / "log.jsonl", compute=AXIS)
     assert len(df) == n
     if n < DEFAULT_RULE.min_points or df["compute"].max() < DEFAULT_RULE.min_fraction * budget:
@@ -77,11 +80,12 @@ def expected_gate(folder: Path, n: int, budget: float) -> bool:
         return identified(rlcurves.fit_sigmoid("compute", "reward", data=df))[0]
 
 
-def _gate(rec: dict) -> bool:
-    """The documented rule for any advice but "too early", from a report's record."""
+def _gate(rec: dict, guard: bool = True) -> bool:
+    """The documented rule for any advice but "too early", from a report's record (``guard``:
+    with ``--identified-guard 1``)."""
     rule = DEFAULT_RULE
     return (
-        rec["identified"]
+        (rec["identified"] or not guard)
         and rec["n_points"] >= rule.min_points
         and (rec["fraction"] >= rule.min_fraction)
     )
@@ -95,7 +99,7 @@ def _advice(out: str) -> str:
 def test_advice_moves_from_too_early_to_on_track_against_a_worse_baseline(tmp_path):
     budget = float(rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["compute"].max())
     folder, outputs, records = replay(
-        tmp_path, "recipe_loo_scalerl", "recipe_loo_pipeline_rl", budget
+        tmp_path, "recipe_loo_scalerl", "recipe_loo_pipeline_rl", budget, "--identified-guard", "1"
     )
     advice = [_advice(o) for o in outputs]
     assert advice[0] == TOO_EARLY and advice[-1] == ON_TRACK
@@ -114,7 +118,8 @@ def test_advice_moves_from_too_early_to_on_track_against_a_worse_baseline(tmp_pa
 
 def test_advice_says_unlikely_for_a_worse_run_and_only_when_identified(tmp_path):
     budget = float(rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["compute"].max())
-    _, outputs, records = replay(tmp_path, "recipe_loo_pipeline_rl", "recipe_loo_scalerl", budget)
+    _, outputs, records = replay(tmp_path, "recipe_loo_pipeline_rl", "recipe_loo_scalerl", budget,
+                                 "--identified-guard", "1")  # fmt: skip
     advice = [_advice(o) for o in outputs]
     assert advice[0] == TOO_EARLY and advice[-1] == UNLIKELY_BASELINE
     assert ON_TRACK not in advice
@@ -129,6 +134,22 @@ def test_advice_says_unlikely_for_a_worse_run_and_only_when_identified(tmp_path)
     run = rlcurves.read_log(RUNS / "recipe_loo_pipeline_rl", compute=AXIS)["reward"]
     base = rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["reward"]
     assert run.tail(3).mean() < base.tail(3).mean() - 0.1
+
+
+def test_without_the_guard_an_unidentified_fit_advises_from_the_rules_gate(tmp_path):
+    """The default (issue 43): the calibrated forecast decides from the first fit, identified
+    or not; advice still waits for ``min_points`` and ``min_fraction``, and comes earlier than
+    with ``--identified-guard 1`` (the run below: unidentified until 60% of its budget)."""
+    budget = float(rlcurves.read_log(RUNS / "recipe_loo_scalerl", compute=AXIS)["compute"].max())
+    _, _, records = replay(tmp_path, "recipe_loo_scalerl", "recipe_loo_pipeline_rl", budget)
+    for rec in records:
+        if not _gate(rec, guard=False):
+            assert rec["advice"] == TOO_EARLY, rec["reason"]
+    advised = [r for r in records if r["advice"] != TOO_EARLY]
+    assert advised and not advised[0]["identified"], advised[:1]
+    assert records[-1]["advice"] == ON_TRACK
+    guarded = [r for r in records if _gate(r)]
+    assert advised[0]["fraction"] < guarded[0]["fraction"]
 
 
 def test_gate_recomputed_from_the_library_matches_the_monitor(tmp_path):
@@ -147,8 +168,8 @@ def test_gate_recomputed_from_the_library_matches_the_monitor(tmp_path):
             continue
         (folder / "log.jsonl").write_text("\n".join(src[: k + 1]) + "\n")
         rc, out = watch(str(folder), "--budget", str(budget), "--compute", AXIS, "--once",
-                        "--n-samples", "100", "--no-plot", "--baseline",
-                        str(RUNS / "recipe_loo_pipeline_rl"))  # fmt: skip
+                        "--n-samples", "100", "--no-plot", "--identified-guard", "1",
+                        "--baseline", str(RUNS / "recipe_loo_pipeline_rl"))  # fmt: skip
         assert rc == 0
         gate = expected_gate(folder, n_evals, budget)
         assert (_advice(out) != TOO_EARLY) == gate, out

@@ -6,8 +6,8 @@ logs its ``forecast/*`` numbers through the trainer's own ``log`` (so they land 
 TensorBoard or whatever ``report_to`` configured, which file them as ``train/forecast/mean``
 and so on, and in ``trainer.state.log_history`` as ``forecast/mean``). With
 ``stop_when`` it ends the run on the advice of :mod:`rlcurves.decide` (the measured stop rule):
-never before the fit is identified, and only once the advice has held on two consecutive
-evaluations spanning 3.5% of the budget.
+only once the advice has held on two consecutive evaluations spanning 3.5% of the budget (and,
+with ``require_identified=True`` passed on to the Monitor, never before the fit is identified).
 
 Examples
 --------
