@@ -69,3 +69,13 @@ def save(name: str, payload: dict) -> Path:
     path = RESULTS / f"{name}.json"
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2, default=float))
     return path
+
+
+def race_default(keyword: str):
+    """The default of one of :class:`rlcurves.Race`'s keywords (the benchmarks' grid keys and
+    labels follow the library's defaults instead of repeating them)."""
+    import inspect
+
+    from rlcurves import Race
+
+    return inspect.signature(Race).parameters[keyword].default

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from benchmarks._common import wilson
+from benchmarks._common import race_default, wilson
 from benchmarks.race_replay import (
     OTHER_LABELS,
     Outcome,
@@ -70,13 +70,10 @@ GRID = tuple(
 
 def race_defaults() -> tuple:
     """Race's defaults as a grid key (confirm None: the rule's hold; min_points the rule's)."""
-    import inspect
-
-    from rlcurves import Race
     from rlcurves.decide import DEFAULT_RULE
 
-    p = inspect.signature(Race).parameters
-    return (p["alpha"].default, p["require_identified"].default, None, DEFAULT_RULE.min_points)
+    return (race_default("alpha"), race_default("require_identified"), None,
+            DEFAULT_RULE.min_points)  # fmt: skip
 
 
 DEFAULT = race_defaults()

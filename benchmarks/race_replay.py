@@ -89,6 +89,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from benchmarks._common import race_default
+
 RESULTS = Path(__file__).parent / "results"
 RUNGS = 20  # a look every 5% of the budget
 TOLERANCE = 0.01
@@ -475,18 +477,8 @@ GRID = tuple(
     for confirm in (None, 1)
     for a in (0.05, 0.1, 0.2, 0.3)
 )
-
-
-def _race_defaults() -> tuple:
-    import inspect
-
-    from rlcurves import Race
-
-    p = inspect.signature(Race).parameters
-    return (p["alpha"].default, p["require_identified"].default, None)
-
-
-DEFAULT = _race_defaults()  # Race's defaults as a GRID key (None: the rule's hold)
+# Race's defaults as a GRID key (None: the rule's hold)
+DEFAULT = (race_default("alpha"), race_default("require_identified"), None)
 
 
 def summarize(outcomes: list[Outcome]) -> dict:

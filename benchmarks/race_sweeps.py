@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from benchmarks._common import race_default
 from benchmarks.race_replay import (
     _REFIT_FIELDS,
     MATH_FILE,
@@ -69,15 +70,7 @@ def guard_words(guard: bool | float) -> str:
     return {True: "on", False: "off"}.get(guard, f"before {guard:.0%}")  # type: ignore[arg-type]
 
 
-def _default_guard() -> bool | float:
-    import inspect
-
-    from rlcurves import Race
-
-    return inspect.signature(Race).parameters["require_identified"].default
-
-
-DEFAULT_GUARD = _default_guard()  # Race's; the sensitivity rows vary the tau around it
+DEFAULT_GUARD = race_default("require_identified")  # the sensitivity rows vary the tau around it
 DEFAULT_LABEL = f"alpha 0.05, guard {guard_words(DEFAULT_GUARD)}"  # Race's defaults
 CALIBRATION_TAU_LABEL = f"{DEFAULT_LABEL}, calibration's tau"
 ONE_TAU_LABEL = f"{DEFAULT_LABEL}, one tau for every run of the sweep"

@@ -42,6 +42,7 @@ from .decide import (
     sweep_baselines,
 )
 from .errors import RLCurvesError
+from .monitor import advises, identification_guard
 from .predictive import Predictive
 
 if TYPE_CHECKING:
@@ -522,8 +523,6 @@ class Race:
         self.alpha = float(alpha)
         self.tolerance = float(tolerance)
         self.level = float(level)
-        from .monitor import identification_guard
-
         self.require_identified = require_identified
         self._guard_until = identification_guard(require_identified)
         self.sign = 1 if higher_is_better else -1
@@ -1094,9 +1093,7 @@ class Race:
 
     def _trusted(self, e: _Entry) -> bool:
         """Whether the entry's forecast may decide (identified fit, or past the guard)."""
-        return e.identified or (
-            self._guard_until < 1 and e.now >= self._guard_until * self.budget - 1e-12
-        )
+        return advises((e.identified, e.why), e.now / self.budget, self._guard_until)[0]
 
     def _rival(self, e: _Entry) -> bool:
         """Whether a kept entry sets the bar for the others (in their baselines and the risk)."""
