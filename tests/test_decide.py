@@ -124,6 +124,8 @@ def test_stop_rule_schedule_thresholds_and_overrides():
         (dict(hold=0), "hold"),
         (dict(hold_span=1.5), "hold_span"),
         (dict(peak_alpha=0), "peak_alpha"),
+        (dict(evident=1.5), "evident"),
+        (dict(evident_points=0), "evident_points"),
     ],
 )
 def test_bad_rules_raise_the_documented_error(kwargs, word):
@@ -153,7 +155,8 @@ def test_decide_follows_the_documented_order():
     rule = StopRule(schedule=((0.3, 0.05),), min_points=8)
     fc = _forecast(0.50)
     kw = dict(fraction=0.5, n_points=20, rule=rule)
-    assert decide(fc, **{**kw, "n_points": 5}, baseline=0.6).advice == TOO_EARLY
+    assert decide(fc, **{**kw, "n_points": 3}, baseline=0.6).advice == TOO_EARLY
+    assert decide(fc, **{**kw, "n_points": 5}, baseline=0.52).advice == TOO_EARLY  # not evident
     early = decide(fc, **{**kw, "fraction": 0.2}, baseline=0.6)
     assert early.advice == TOO_EARLY and "min_fraction" in early.reason
     blocked = decide(fc, **kw, identified=(False, "A is poorly identified"), baseline=0.6)
@@ -170,6 +173,37 @@ def test_decide_follows_the_documented_order():
     # ...but a run on track to win is not stopped for it
     won = decide(fc, **kw, fitted_now=0.515, baseline=0.4)
     assert won.advice == ON_TRACK and "plateau" in won.reason
+
+
+def test_an_evident_stop_needs_fewer_evaluations_and_no_hold():
+    """Issue 43, item 2: the evaluation floor depends on the evidence. A forecast whose draws
+    all lie below the baseline's (p(above) <= StopRule.evident, here 0) may stop from
+    ``evident_points`` evaluations; a stop that is only likely keeps the floor of
+    ``min_points``; evident=None (the default) is the fixed floor."""
+    rule = StopRule(schedule=((0.3, 0.05),), min_points=8, evident=0.0, evident_points=4)
+    fc = _forecast(0.50, half=0.02)
+    kw = dict(fraction=0.5, rule=rule)
+    far = decide(fc, **kw, n_points=5, baseline=0.6)  # ten interval widths behind: p = 0
+    assert far.advice == UNLIKELY_BASELINE and far.evident and far.p_above == 0.0
+    assert "evident" in far.reason and "from 5 evaluations" in far.reason
+    # ... and still holds on consecutive refits (the hold is what keeps a late bloomer whose
+    # early forecast is evident and wrong: tests/test_race.py's toy "late" at 20% of the budget)
+    assert Hysteresis(hold=2, span=0.035).update(far).advice == CONTINUE
+    near = decide(fc, **kw, n_points=5, baseline=0.525)  # likely below, not evident
+    assert near.advice == TOO_EARLY and "(min_points)" in near.reason
+    assert 0.0 < decide(fc, **kw, n_points=20, baseline=0.525).p_above <= 0.05
+    held = decide(fc, **kw, n_points=20, baseline=0.525)
+    assert held.stop and not held.evident
+    assert decide(fc, **kw, n_points=3, baseline=0.6).advice == TOO_EARLY  # < evident_points
+    off = rule.replace(evident=None)
+    assert decide(fc, fraction=0.5, rule=off, n_points=5, baseline=0.6).advice == TOO_EARLY
+    stop20 = decide(fc, fraction=0.5, rule=off, n_points=20, baseline=0.6)
+    assert stop20.stop and not stop20.evident
+    # the target: evident the same way
+    assert decide(fc, **kw, n_points=5, target=0.6).evident
+    # evident cannot mean more than the schedule's threshold: at 0.01 and a schedule of 0, no
+    tight = rule.replace(schedule=((0.3, 0.0),), evident=0.01)
+    assert not decide(fc, fraction=0.5, rule=tight, n_points=5, baseline=0.52).stop
 
 
 def test_a_baseline_known_to_its_noise_lowers_confidence():

@@ -11,6 +11,7 @@ import pytest
 
 import rlcurves
 from rlcurves import sigmoid
+from rlcurves.decide import DEFAULT_RULE
 from rlcurves.monitor import (
     ADVICE,
     CONTINUE,
@@ -94,6 +95,11 @@ def test_identification_guard_holds_stop_advice_until_its_fraction():
     advised = next(rep for rep in reports if rep.advice != TOO_EARLY)
     assert advised.n_points == 8 and advised.pending == UNLIKELY_BASELINE  # min_points, then hold
     assert reports[-1].stop and not reports[-1].is_identified
+    # evident stops (StopRule.evident): an unreachable baseline from 4 evaluations, then the hold
+    reports = feed(Monitor(4000.0, rule=DEFAULT_RULE.replace(evident=0.0), **kws), c, r)
+    advised = next(rep for rep in reports if rep.advice != TOO_EARLY)
+    assert advised.n_points == 4 and advised.pending == UNLIKELY_BASELINE
+    assert "evident" in advised.reason and reports[-1].stop
     with pytest.raises(rlcurves.RLCurvesError, match="require_identified"):
         Monitor(4000.0, require_identified=1.5)
 
