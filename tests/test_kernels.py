@@ -726,3 +726,40 @@ def test_a_repeated_fit_is_solved_once_and_its_answer_is_a_copy(monkeypatch):
     assert len(calls) == 2
     monkeypatch.setattr(S, "SOLVED_KEEP", 0)
     assert fit_sigmoid(c, y).params == first_params and len(calls) == 3
+
+
+def test_regression_a_flat_curve_on_the_step_ridge_gets_its_exact_linear_parameters():
+    """A random Hypothesis seed found it (test_single_fit_matches_numpy_reference): a flat
+    12-point curve (signal 0.1 noise sd), R0 fixed at the first point; the full LM stopped on the
+    ridge toward a step (log B 5.94) with A a few digits short of its optimum for that (log B, m),
+    an RSS 1.6e-6 above the reference's. The exact projection at the solver's (log B, m) now
+    settles A, and the compiled solver is no worse than the reference."""
+    compute = 10.0 * np.geomspace(1.0, 10.0, 12)
+    reward = np.array(
+        [
+            0.31158076,
+            0.32686417,
+            0.31191335,
+            0.26124533,
+            0.33061969,
+            0.31660645,
+            0.28617591,
+            0.32138134,
+            0.31484749,
+            0.31284838,
+            0.30471824,
+            0.32106205,
+        ]
+    )
+    x, w = log_compute(compute), np.ones(compute.size)
+    new_b, ref_b = both_bounds()
+    r0 = float(reward[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = ref.solve_single(x, reward, w, r0, ref_b)
+    got = S.solve_single(x, reward, w, r0, new_b)
+    assert got.rss[0] <= expected.rss[0] * (1 + 1e-12)
+    # A is the exact linear optimum at the solver's (log B, m): the projection moves nothing
+    cost, A, _ = K.projected(x, reward, w, got.log_B[0], got.m[0], True, r0, S._bnd(new_b),
+                             np.empty(12), np.empty(12))  # fmt: skip
+    assert got.A[0] == pytest.approx(A, rel=1e-9) and got.rss[0] == pytest.approx(cost, rel=1e-12)
