@@ -684,6 +684,7 @@ def decide(
     peak: PeakTest | None = None,
     sign: int = 1,
     rule: StopRule | None = None,
+    compare: ArrayLike | None = None,
 ) -> Decision:
     """The advice for one refit of one run (the rules are in the module docstring).
 
@@ -715,6 +716,10 @@ def decide(
         -1 when lower is better.
     rule : StopRule, optional
         Default :data:`DEFAULT_RULE`.
+    compare : array_like, optional
+        Draws of the run's level to compare with ``baseline`` (p(above)) instead of the
+        forecast's own: :class:`rlcurves.Race` passes them with the error its runs share taken
+        out (``Race(error_correlation=...)``); the interval printed stays the forecast's.
 
     Returns
     -------
@@ -738,7 +743,7 @@ def decide(
     p_above = p_target = gain = None
     if pred is not None:
         if baseline is not None:
-            p_above = prob_above(pred, baseline, sign=sign)
+            p_above = prob_above(pred if compare is None else compare, baseline, sign=sign)
         if target is not None:
             p_target = prob_reach(pred, target, sign=sign)
         if fitted_now is not None:

@@ -373,3 +373,15 @@ def test_regression_replay_fast_path_lifts_thresholds_to_the_supported_tail_as_d
     assert first.tolist() == [1] and by_p.tolist() == [True]  # held on the 2nd refit
     first, _ = first_stops({**m, "support": np.zeros(frac.shape)}, rule)
     assert first.tolist() == [-1]
+
+
+def test_decide_compares_with_the_draws_it_is_given_and_prints_the_forecast():
+    """compare= (Race's draws with the error the runs share taken out) sets p(above); the
+    interval in the reason stays the forecast's own."""
+    fc = _forecast(0.50, half=0.04)
+    own = decide(fc, fraction=0.5, n_points=20, baseline=0.53)
+    narrow = 0.50 + 0.5 * (fc.predictive.column(0) - 0.50)
+    shared_out = decide(fc, fraction=0.5, n_points=20, baseline=0.53, compare=narrow)
+    assert shared_out.p_above < own.p_above
+    assert shared_out.p_above == pytest.approx(np.mean(narrow > 0.53), abs=1e-12)
+    assert "[0.460, 0.540]" in own.reason and "[0.460, 0.540]" in shared_out.reason

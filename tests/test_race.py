@@ -673,3 +673,44 @@ def test_race_risk_counts_a_stopped_runs_draws_as_they_were_when_it_was_stopped(
     kws = {"tolerance": race.tolerance}
     assert rep.risk == pytest.approx(prob_regret_above(frozen, rep.stop, **kws), abs=1e-12)
     assert rep.risk != pytest.approx(prob_regret_above(now, rep.stop, **kws), abs=1e-6)
+
+
+# ---- the error the runs of a sweep share ------------------------------------------------
+
+
+def test_error_correlation_sharpens_the_comparisons_not_the_intervals():
+    """Race(error_correlation=rho) takes the error the runs share out of every comparison
+    (benchmarks/error_correlation.py: about 0.4 on the corpus's training-reward sweeps): on the
+    toy sweep every printed forecast is the same as with independent runs, the leader's p(best)
+    is higher, every run is stopped no later, and the late bloomer is still kept."""
+    races = {rho: Race(BUDGET, rungs=10, error_correlation=rho) for rho in (0.0, 0.5)}
+    first: dict[float, dict[str, int]] = {0.0: {}, 0.5: {}}
+    stopped: dict[float, set] = {0.0: set(), 0.5: set()}
+    tables = {}
+    for step in range(1, BUDGET + 1):
+        for rho, race in races.items():
+            for name in RECIPES:
+                if name not in stopped[rho]:
+                    race.update(name, step, reward(name, step)[0])
+            rep = race.report()
+            for k in rep.stopped_now:
+                first[rho].setdefault(k, step)
+            stopped[rho] |= set(rep.stop)
+            if step == BUDGET * 2 // 5:  # 40% of the budget: every run still running
+                tables[rho] = rep.table.set_index("run")
+    a, b = tables[0.0], tables[0.5]
+    cols = ["mean", "lower", "upper"]
+    pd.testing.assert_frame_equal(a[cols].sort_index(), b[cols].sort_index())
+    leader = a["p_best"].idxmax()
+    assert b.loc[leader, "p_best"] > a.loc[leader, "p_best"]
+    assert "error_correlation 0.5" in " ".join(b["reason"])
+    assert "late" not in first[0.0] and "late" not in first[0.5]
+    assert set(first[0.0]) <= set(first[0.5])
+    assert all(first[0.5][k] <= step for k, step in first[0.0].items())
+    assert sum(first[0.5].values()) < sum(first[0.0].values())  # some stop came sooner
+
+
+@pytest.mark.parametrize("rho", [-0.1, 1.0, math.nan])
+def test_error_correlation_out_of_range_raises(rho):
+    with pytest.raises(RLCurvesError, match="error_correlation"):
+        Race(BUDGET, error_correlation=rho)
