@@ -70,6 +70,17 @@ def test_race_command_misspecification_flag(logs, capsys):
     assert "--misspecification: invalid choice: 'family'" in capsys.readouterr().err
 
 
+def test_race_command_error_correlation_flag(logs, capsys):
+    """--error-correlation reaches Race: the stop's reason says the shared error was taken out."""
+    args = ["race", *logs, "--budget", str(BUDGET), "--compute", "step", "--reward", "val_acc",
+            "--rungs", "10", "--no-plot", "--quiet"]  # fmt: skip
+    assert main([*args, "--error-correlation", "0.4"]) == 0
+    out = capsys.readouterr().out
+    assert "error_correlation 0.4" in out and "loser: stopped at" in out
+    assert main(args) == 0
+    assert "error_correlation" not in capsys.readouterr().out
+
+
 def test_race_command_seeds_of_a_recipe_race_as_one_entry(tmp_path, capsys):
     """--seeds-of COLUMN: the runs sharing a value of COLUMN race as one entry (without it each
     run is a sweep member of its own: tests/test_cli_first_hour_again.py)."""
@@ -128,6 +139,7 @@ def test_race_command_seeds_of_a_recipe_race_as_one_entry(tmp_path, capsys):
         (["--budget", "0"], "--budget must be a positive"),
         (["--confirm", "0"], "--confirm must be a positive integer"),
         (["--identified-guard", "2"], "--identified-guard must be a fraction"),
+        (["--error-correlation", "1.5"], "--error-correlation must be in [0, 1)"),
         (["--out", "race.txt"], "--out must name an image file"),
     ],
 )
