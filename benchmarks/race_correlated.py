@@ -23,7 +23,12 @@ independent runs (``benchmarks.race_alpha``'s, misspecified curves run through t
 forecasting pipeline), each raced with ``error_correlation`` 0 and the settings' fixed values;
 the winners lost.
 
-Run: python -m benchmarks.race_correlated [--simulated 100] [--out PATH]
+``--drawn N``: N sweeps per family drawn from the real GSM8K and MATH validation runs
+(``benchmarks.race_sweeps``' sweeps of 3-8 runs, which were not run as one sweep: their errors
+share less), raced with each error_correlation; the winners kept.
+
+Run: python -m benchmarks.race_correlated [--simulated 100] [--drawn 100] [--out PATH]
+(about 4 minutes, and about 15 more with --drawn 100)
 """
 
 from __future__ import annotations
@@ -145,6 +150,56 @@ def table(rows: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
+def drawn(n: int) -> dict:
+    """Winners kept on ``n`` sweeps per family drawn from the real GSM8K and MATH runs
+    (``benchmarks.race_sweeps``' sweeps of 3-8 runs, calibrated on the other families), per
+    error_correlation (0 and the fixed values), Race's other settings its defaults."""
+    from benchmarks._common import wilson
+    from benchmarks.race_sweeps import TOLERANCE, family_runs, family_sweeps, fill_cache, replay
+    from rlcurves.calibrate import default_calibration
+
+    values = (0.0, *FIXED)
+    shipped = default_calibration()
+    out: dict = {}
+    for fam, (budget, runs) in family_runs().items():
+        calibration = shipped.of_families([f for f in shipped.families if f != fam])
+        cache: dict = {}
+        index = {k: i for i, k in enumerate(runs)}
+        fill_cache(budget, runs, calibration, cache, index)
+        sweeps = family_sweeps(fam, runs, n)
+        out[fam] = {}
+        for r in values:
+            kws = {"calibration": calibration, "error_correlation": r}
+            rows = [replay(budget, runs, m, kws, cache, index)
+                    for m in tqdm(sweeps, desc=f"{fam}, rho {r:g}", leave=False)]  # fmt: skip
+            kept = sum(x[0] <= TOLERANCE + 1e-12 for x in rows)
+            out[fam][f"{r:g}"] = {
+                "sweeps": len(rows),
+                "kept": int(kept),
+                "kept_wilson": wilson(kept, len(rows)),
+                "worst_regret": float(max(x[0] for x in rows)),
+                "compute_used": float(np.mean([x[1] for x in rows])),
+            }
+    return out
+
+
+def drawn_table(res: dict) -> str:
+    """The drawn sweeps' rows: winners kept (Wilson 95%), worst regret and compute, per family
+    and error_correlation."""
+    lines = [
+        "| family | error_correlation | winners kept (95% Wilson) | worst regret | compute used |",
+        "|---|---|---|---|---|",
+    ]
+    for fam, rows in res.items():
+        for r, x in rows.items():
+            lo, hi = x["kept_wilson"]
+            lines.append(
+                f"| {fam} | {r} | {x['kept']} of {x['sweeps']} ({lo:.2f}-{hi:.2f}) | "
+                f"{x['worst_regret']:.3f} | {x['compute_used']:.1%} |"
+            )
+    return "\n".join(lines)
+
+
 def simulated_table(sim: dict) -> str:
     """The simulated sweeps' rows: winners lost (Wilson 95%) and compute, per error_correlation."""
     lines = [
@@ -166,6 +221,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--simulated", type=int, default=0, metavar="N",
                         help="also N simulated near-tie sweeps of independent runs")  # fmt: skip
+    parser.add_argument("--drawn", type=int, default=0, metavar="N",
+                        help="also N sweeps per family drawn from real runs")  # fmt: skip
     parser.add_argument("--out", default=str(RESULTS / "race_correlated.json"), help="JSON")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
@@ -175,6 +232,9 @@ def main(argv: list[str] | None = None) -> dict:
     res = {"machine": machine(), **corpus(settings)}
     print(table(res["rows"]))
     print("fold correlations:", {k: round(v, 3) for k, v in res["fold_correlations"].items()})
+    if args.drawn:
+        res["drawn"] = drawn(args.drawn)
+        print(drawn_table(res["drawn"]))
     if args.simulated:
         res["simulated"] = simulated(args.simulated)
         print(simulated_table(res["simulated"]))

@@ -43,3 +43,4 @@ def test_race_page_shows_what_the_benchmark_wrote(bench, res):
     page = (ROOT / "docs" / "benchmarks" / "race.md").read_text()
     assert bench.table(res["rows"]) in page
     assert bench.simulated_table(res["simulated"]) in page
+    assert bench.drawn_table(res["drawn"]) in page
