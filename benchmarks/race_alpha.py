@@ -83,6 +83,16 @@ def near_tie_sweep(seed: int) -> tuple[Sweep, dict[str, float], dict[str, str]]:
     return sweep, finals, kinds
 
 
+def raced(sweep: Sweep, finals: dict[str, float], kws: dict, cache: dict) -> tuple[bool, float]:
+    """One simulated sweep raced at 10 rungs with Race's keywords ``kws``: whether the winner
+    was lost (the best run kept ends more than TOLERANCE below the best run) and the compute
+    used (a fraction of the sweep's)."""
+    used = replay_race(sweep, {**kws, "rungs": RUNGS}, cache, rungs=RUNGS)[0].used
+    kept = [k for k, c in used.items() if c >= sweep.budget - 1e-9]
+    regret = max(finals.values()) - max((finals[k] for k in kept), default=-math.inf)
+    return regret > TOLERANCE + 1e-12, sum(used.values()) / (len(used) * sweep.budget)
+
+
 def sweep_rule_alone():
     """A per-run rule that agrees to every stop of a non-leader with 8 evaluations: the stops
     are the sweep-level rule's alone."""
@@ -110,16 +120,13 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     for seed in tqdm(range(args.sweeps), desc="sweeps"):
         sweep, finals, kinds = near_tie_sweep(seed)
-        best = max(finals.values())
         winner = max(finals, key=finals.get)
         winners_kind[kinds[winner]] = winners_kind.get(kinds[winner], 0) + 1
         cache: dict = {}
         for label, kws in settings.items():
-            used = replay_race(sweep, {**kws, "rungs": RUNGS}, cache, rungs=RUNGS)[0].used
-            kept = [k for k, c in used.items() if c >= sweep.budget - 1e-9]
-            regret = best - max((finals[k] for k in kept), default=-math.inf)
-            compute[label].append(sum(used.values()) / (len(used) * sweep.budget))
-            if regret > TOLERANCE + 1e-12:
+            was_lost, used = raced(sweep, finals, kws, cache)
+            compute[label].append(used)
+            if was_lost:
                 lost[label] += 1
                 by_kind[label][kinds[winner]] = by_kind[label].get(kinds[winner], 0) + 1
     n = args.sweeps

@@ -103,26 +103,19 @@ def simulated(n: int) -> dict:
     """Winners lost on ``n`` simulated near-tie sweeps whose runs' errors are independent
     (:func:`benchmarks.race_alpha.near_tie_sweep`, Race at its defaults, 10 rungs), per
     error_correlation (0 and the fixed values), with Wilson intervals."""
-    import math
-
     from benchmarks._common import wilson
-    from benchmarks.race_alpha import RUNGS, TOLERANCE, near_tie_sweep
-    from benchmarks.race_replay import replay_race
+    from benchmarks.race_alpha import near_tie_sweep, raced
 
     values = (0.0, *FIXED)
     lost = {r: 0 for r in values}
     compute: dict[float, list[float]] = {r: [] for r in values}
     for seed in tqdm(range(n), desc="simulated sweeps"):
         sweep, finals, _ = near_tie_sweep(seed)
-        best = max(finals.values())
         cache: dict = {}
         for r in values:
-            kws = {"rungs": RUNGS, "error_correlation": r}
-            used = replay_race(sweep, kws, cache, rungs=RUNGS)[0].used
-            kept = [k for k, c in used.items() if c >= sweep.budget - 1e-9]
-            regret = best - max((finals[k] for k in kept), default=-math.inf)
-            lost[r] += int(regret > TOLERANCE + 1e-12)
-            compute[r].append(sum(used.values()) / (len(used) * sweep.budget))
+            was_lost, used = raced(sweep, finals, {"error_correlation": r}, cache)
+            lost[r] += int(was_lost)
+            compute[r].append(used)
     return {
         "sweeps": n,
         "lost": {f"{r:g}": lost[r] for r in values},

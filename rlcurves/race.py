@@ -893,7 +893,12 @@ class Race:
             for e in entries
             if e.draws is not None and status[e.name] not in (FAILED, SILENT)
         }
-        low = self._narrowest(with_draws)
+        # the spread of the narrowest run: the scale of the error the runs share (error_correlation)
+        low = (
+            min((float(np.std(d)) for d in with_draws.values()), default=0.0)
+            if self.error_correlation > 0
+            else 0.0
+        )
         compared = self._shared_out(with_draws, low)
         p_best = prob_best(compared, sign=self.sign, seed=self.seed) if with_draws else {}
         racing = [k for k in p_best if status[k] != "stopped"] or list(p_best)
@@ -1061,10 +1066,6 @@ class Race:
             atypical=dict(self._atypical) if self.misspecification == "run" else {},
         )
 
-    def _narrowest(self, draws: dict[str, np.ndarray]) -> float:
-        """The smallest spread (sd) of the entries' draws (0 with none)."""
-        return min((float(np.std(d)) for d in draws.values()), default=0.0)
-
     def _shared_out(self, draws: dict[str, np.ndarray], low: float) -> dict[str, np.ndarray]:
         """The draws every comparison between runs reads: with ``error_correlation`` rho, each
         entry's draws narrowed about their mean to ``sqrt(s^2 (1 - rho) + (s - low)^2 rho)``
@@ -1149,7 +1150,7 @@ class Race:
             progress=now / float(e.fit.C_mid),
             sign=self.sign,
             rule=self.rule,
-            compare=compare if self.error_correlation > 0 else None,
+            compare=compare,
         )
         if self.error_correlation > 0 and d.p_above is not None:
             d = replace(d, reason=(

@@ -218,13 +218,6 @@ def _solve_single(x, y, w, r0, bounds) -> BatchSolution:
     best = None
     if found:
         A, R0, lb, m, rss = out
-        # on a ridge toward a step (B large, a flat run's fit) the full LM may stop with the
-        # linear parameters a few digits short of their optimum for its (log B, m): the exact
-        # projection there is never worse (a flat 12-point curve, R0 fixed: 1.6e-6 of the RSS)
-        buf = np.empty(x.size)
-        cost, A1, R01 = K.projected(x, y, w, lb, m, fixed, r0v, _bnd(bounds), buf, np.empty(x.size))
-        if cost < rss * (1 - 1e-12):
-            A, R0, rss = A1, R01, cost
         best = _one_solution(A, R0, lb, m, rss, converged=True, at_bound=False)
     if best is None or left_the_box:
         # Some basin's optimum lies on a bound or beyond the search box: the bounded solver
