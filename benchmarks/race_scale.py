@@ -96,19 +96,21 @@ REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why
 
 @contextmanager
 def solver_for(code: str):
-    """The solver each code runs with inside the block: for ``today`` the memory of repeated
-    fits off (as it was before, :data:`rlcurves.solver.SOLVED_KEEP` 0), for ``new`` the
-    library's; the memory emptied on the way in and out, so neither code finds the other's fits."""
+    """The solver each code runs with inside the block: for ``today`` as it was before, the memory
+    of repeated fits off (:data:`rlcurves.solver.SOLVED_KEEP` 0) and the bounded fits polished by
+    scipy's ``least_squares`` (:data:`rlcurves.solver.POLISH` ``"scipy"``), for ``new`` the
+    library's (the compiled polish, :mod:`rlcurves._trf`, which stops where scipy's does); the
+    memory emptied on the way in and out, so neither code finds the other's fits."""
     from rlcurves import solver
 
-    keep = solver.SOLVED_KEEP
+    keep, polish = solver.SOLVED_KEEP, solver.POLISH
     solver._solved.clear()
     try:
         if code == "today":
-            solver.SOLVED_KEEP = 0
+            solver.SOLVED_KEEP, solver.POLISH = 0, "scipy"
         yield
     finally:
-        solver.SOLVED_KEEP = keep
+        solver.SOLVED_KEEP, solver.POLISH = keep, polish
         solver._solved.clear()
 
 
@@ -387,9 +389,9 @@ def profile(n_runs: int, seed: int = 0, code: str = "today") -> dict:
     parts = {label: cum.get(func, 0.0) for label, func in PARTS.items()}
     inside = {
         "of which the backtest refits of both models (ensemble.members)": cum.get("members", 0.0),
-        "of which fits that take the bounded solver (scipy least_squares)": cum.get(
-            "least_squares", 0.0
-        ),
+        "of which the polish of fits that take the bounded solver (today scipy's "
+        "least_squares, new the compiled _trf.bounded_polish)": cum.get("least_squares", 0.0)
+        + cum.get("bounded_polish", 0.0),
         "of which the bootstraps (bootstrap.bootstrap)": cum.get("bootstrap", 0.0),
         "of which the baselines of the per-run rule (decide.sweep_baseline)": cum.get(
             "sweep_baseline", 0.0

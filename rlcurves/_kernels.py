@@ -1229,3 +1229,102 @@ def de_half_step(coords, log_prob, s_idx, c_idx, i1, i2, noise, log_u, g0, sigma
                     coords[s, d] = q[t, d]
                 log_prob[s] = new_lp[t]
                 accepted[s] = True
+
+
+# ---- the sweep's exact risk (rlcurves.decide._ExactRisk) ----------------------------------------
+@_cached_njit(nogil=True)
+def _share_below(d, grid, lo, hi, strict, out):
+    """``out[i]`` = the share of the sorted draws ``d`` below (``strict``) or at most ``grid[lo +
+    i]`` for ``i < hi - lo``: ``searchsorted(d, grid[lo:hi], "left" or "right") / d.size`` by
+    one merge of the two sorted arrays."""
+    n = d.size
+    k = 0
+    for i in range(hi - lo):
+        v = grid[lo + i]
+        if strict:
+            while k < n and d[k] < v:
+                k += 1
+        else:
+            while k < n and d[k] <= v:
+                k += 1
+        out[i] = k / n
+
+
+@_cached_njit(nogil=True)
+def exact_risk_times(d, grid, upto, strict, product, zero):
+    """A run's factor joins a product over ``grid[:upto]``: ``P(X < grid)`` (``strict``) or
+    ``P(X <= grid)`` of its sorted draws ``d`` multiplies ``product`` where it is positive and
+    counts in ``zero`` where it is 0."""
+    n = d.size
+    k = 0
+    for i in range(upto):
+        v = grid[i]
+        if strict:
+            while k < n and d[k] < v:
+                k += 1
+        else:
+            while k < n and d[k] <= v:
+                k += 1
+        if k > 0:
+            product[i] *= k / n
+        else:
+            zero[i] += 1
+
+
+@_cached_njit(nogil=True)
+def exact_risk_with(d, at, y, F, f_zero, G, g_zero, suffix, start, end, f_out, g_out):
+    """The exact risk with a kept run of sorted draws ``d`` stopped too, priced over the window
+    ``[start, end)`` of the terms it changes (:class:`rlcurves.decide._ExactRisk`): ``F``, ``G``
+    are the products of the stopped runs' ``P(X <= at)`` and the kept runs' ``P(X < y)`` over
+    their nonzero factors, ``f_zero``, ``g_zero`` the counts of zero factors, ``suffix`` the
+    suffix sums of the terms. The run's own factors over the window are left in ``f_out``
+    (``end - start + 1``) and ``g_out`` (``end - start``) for :func:`exact_risk_stop`."""
+    _share_below(d, at, start, end + 1, False, f_out)
+    _share_below(d, y, start, end, True, g_out)
+    total = 0.0
+    k = start
+    f_prev = F[k] * f_out[0] if f_zero[k] + (f_out[0] <= 0.0) == 0 else 0.0
+    for i in range(end - start):
+        k = start + i
+        f_next = F[k + 1] * f_out[i + 1] if f_zero[k + 1] + (f_out[i + 1] <= 0.0) == 0 else 0.0
+        if g_out[i] > 0.0:
+            g_new = G[k] / g_out[i] if g_zero[k] == 0 else 0.0
+        else:
+            g_new = G[k] if g_zero[k] == 1 else 0.0
+        total += (f_next - f_prev) * g_new
+        f_prev = f_next
+    return total + suffix[end]
+
+
+@_cached_njit(nogil=True)
+def exact_risk_stop(F, f_zero, G, g_zero, suffix, start, end, f_out, g_out):
+    """Move the run priced last by :func:`exact_risk_with` (its factors ``f_out``, ``g_out`` over
+    ``[start, end)``) from the kept runs to the stopped: its factors join ``F`` and leave ``G``;
+    below ``start`` its ``P(X <= at)`` and ``P(X < y)`` are 0 (a zero factor joins the stopped
+    product and leaves the kept one, and the terms there are 0); the suffix sums are recomputed
+    from ``end`` down."""
+    for i in range(end - start + 1):
+        k = start + i
+        if f_out[i] > 0.0:
+            F[k] *= f_out[i]
+        else:
+            f_zero[k] += 1
+    for i in range(end - start):
+        k = start + i
+        if g_out[i] > 0.0:
+            G[k] /= g_out[i]
+        else:
+            g_zero[k] -= 1
+    for k in range(start):
+        f_zero[k] += 1
+        g_zero[k] -= 1
+    acc = suffix[end]
+    f_next = F[end] if f_zero[end] == 0 else 0.0
+    for k in range(end - 1, start - 1, -1):
+        f_k = F[k] if f_zero[k] == 0 else 0.0
+        g_k = G[k] if g_zero[k] == 0 else 0.0
+        acc += (f_next - f_k) * g_k
+        suffix[k] = acc
+        f_next = f_k
+    for k in range(start):
+        suffix[k] = suffix[start]

@@ -988,16 +988,19 @@ class _ExactRisk:
     only at the stopped runs' draws) and ``G_K(y) = prod_{j kept} P(X_j < y)``. ``G_K`` is zero
     at or below the largest smallest draw of the runs that are always kept, so only the draws
     above it (plus ``tolerance``) of the runs that are or may be stopped form the grid ``w``.
-    Runs move from kept to stopped one at a time (:meth:`stop`); each product is kept as a sum
-    of logs and a count of zero factors, and the terms of the sum as suffix sums: run ``j``
-    changes only the terms from its smallest draw to its largest (plus ``tolerance``), so
-    :meth:`risk_with` prices a candidate over that window alone. The interface of
+    Runs move from kept to stopped one at a time (:meth:`stop`); each product is kept as the
+    product of its nonzero factors and a count of its zero factors, and the terms of the sum as
+    suffix sums: run ``j`` changes only the terms from its smallest draw to its largest (plus
+    ``tolerance``), so :meth:`risk_with` prices a candidate over that window alone, in one
+    compiled pass (:func:`rlcurves._kernels.exact_risk_with`). The interface of
     :class:`_Maxima`."""
 
     def __init__(
         self, draws: list[np.ndarray], stopped: np.ndarray, movable: np.ndarray, tolerance: float
     ) -> None:
-        self.draws = draws
+        from ._kernels import exact_risk_times
+
+        self.draws = [np.ascontiguousarray(d, dtype=float) for d in draws]
         self.kept = ~np.asarray(stopped, dtype=bool)
         always = self.kept & ~np.asarray(movable, dtype=bool)
         floor = max((float(d[0]) for d, a in zip(draws, always, strict=True) if a),
@@ -1013,43 +1016,23 @@ class _ExactRisk:
         grid = np.unique(np.concatenate(inside)) if inside else np.empty(0)
         self.at = np.r_[below, grid]  # F_S at ``below`` counts every stopped draw off the grid
         self.y = grid - tolerance
-        self.f_log, self.f_zero = np.zeros(self.at.size), np.zeros(self.at.size, dtype=np.intp)
-        self.g_log, self.g_zero = np.zeros(self.y.size), np.zeros(self.y.size, dtype=np.intp)
+        self.F, self.f_zero = np.ones(self.at.size), np.zeros(self.at.size, dtype=np.intp)
+        self.G, self.g_zero = np.ones(self.y.size), np.zeros(self.y.size, dtype=np.intp)
         for j in range(len(draws)):
-            d = draws[j]
-            if self.kept[j]:
-                t = np.searchsorted(self.y, d[-1], side="right")  # G_j is 1 from there on
-                self._add(self.g_log[:t], self.g_zero[:t], self._g(d, self.y[:t]), 1)
-            else:
-                k = np.searchsorted(self.at, d[-1], side="left")  # F_j is 1 from there on
-                self._add(self.f_log[:k], self.f_zero[:k], self._f(d, self.at[:k]), 1)
+            d = self.draws[j]
+            if self.kept[j]:  # P(X_j < y) joins G_K; it is 1 above the run's largest draw
+                t = int(np.searchsorted(self.y, d[-1], side="right"))
+                exact_risk_times(d, self.y, t, True, self.G, self.g_zero)
+            else:  # P(X_j <= w) joins F_S; 1 from the run's largest draw on
+                k = int(np.searchsorted(self.at, d[-1], side="left"))
+                exact_risk_times(d, self.at, k, False, self.F, self.f_zero)
+        f = np.where(self.f_zero == 0, self.F, 0.0)
+        terms = np.diff(f) * np.where(self.g_zero == 0, self.G, 0.0)
         self.suffix = np.zeros(self.y.size + 1)
-        self._update(self.y.size)
+        self.suffix[:-1] = np.cumsum(terms[::-1])[::-1]
+        self._f = np.empty(self.at.size)  # the factors of the run priced last, over its window
+        self._g = np.empty(self.y.size)
         self._last: tuple | None = None
-
-    @staticmethod
-    def _f(d: np.ndarray, w: np.ndarray) -> np.ndarray:
-        return np.searchsorted(d, w, side="right") / d.size
-
-    @staticmethod
-    def _g(d: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return np.searchsorted(d, y, side="left") / d.size
-
-    @staticmethod
-    def _add(log: np.ndarray, zero: np.ndarray, p: np.ndarray, how: int) -> None:
-        pos = p > 0
-        log += how * np.log(np.where(pos, p, 1.0))
-        zero += how * ~pos
-
-    @staticmethod
-    def _product(log: np.ndarray, zero: np.ndarray) -> np.ndarray:
-        return np.where(zero == 0, np.exp(log), 0.0)
-
-    def _update(self, end: int) -> None:
-        """Recompute the suffix sums of the terms before ``end`` (those after are unchanged)."""
-        f = self._product(self.f_log[: end + 1], self.f_zero[: end + 1])
-        terms = np.diff(f) * self._product(self.g_log[:end], self.g_zero[:end])
-        self.suffix[:end] = self.suffix[end] + np.cumsum(terms[::-1])[::-1]
 
     def _window(self, j: int) -> tuple[int, int]:
         """The terms run ``j`` changes: ``[start, end)``."""
@@ -1067,36 +1050,27 @@ class _ExactRisk:
 
     def risk_with(self, j: int, tolerance: float = 0.0) -> float:
         """The risk with kept run ``j`` stopped too (``tolerance`` is the one of the grid)."""
-        d = self.draws[j]
+        from ._kernels import exact_risk_with
+
         start, end = self._window(j)
-        f = self._f(d, self.at[start : end + 1])
-        g = self._g(d, self.y[start:end])
-        self._last = (j, start, end, f, g)
-        pos_f, pos_g = f > 0, g > 0
-        f_new = self._product(
-            self.f_log[start : end + 1] + np.log(np.where(pos_f, f, 1.0)),
-            self.f_zero[start : end + 1] + ~pos_f,
-        )
-        g_new = self._product(
-            self.g_log[start:end] - np.log(np.where(pos_g, g, 1.0)),
-            self.g_zero[start:end] - ~pos_g,
-        )
         # terms before ``start`` are zero: F_S with run j is zero below its smallest draw
-        risk = float(np.dot(np.diff(f_new), g_new)) + float(self.suffix[end])
+        risk = exact_risk_with(
+            self.draws[j], self.at, self.y, self.F, self.f_zero, self.G, self.g_zero,
+            self.suffix, start, end, self._f, self._g,
+        )  # fmt: skip
+        self._last = (j, start, end)
         return float(np.clip(risk, 0.0, 1.0))
 
     def stop(self, j: int) -> None:
         """Move run ``j`` from the kept to the stopped."""
+        from ._kernels import exact_risk_stop
+
         if self._last is None or self._last[0] != j:
             self.risk_with(j)
-        _, start, end, f, g = self._last
-        self._add(self.f_log[start : end + 1], self.f_zero[start : end + 1], f, 1)
-        self._add(self.g_log[start:end], self.g_zero[start:end], g, -1)
-        # below the window run j's F and G are both 0: a zero factor joins the stopped product
-        # and leaves the kept one
-        self.f_zero[:start] += 1
-        self.g_zero[:start] -= 1
-        self._update(end)
+        _, start, end = self._last
+        exact_risk_stop(
+            self.F, self.f_zero, self.G, self.g_zero, self.suffix, start, end, self._f, self._g
+        )
         self.kept[j] = False
         self._last = None
 
