@@ -62,7 +62,7 @@ from numba.extending import intrinsic
 
 from ._kernels import _cached_njit
 
-__all__ = ["arithmetic_matches_scipy", "bounded_polish"]
+__all__ = ["arithmetic_matches_scipy", "available", "bounded_polish"]
 
 _jit = _cached_njit(nogil=True, error_model="numpy")
 
@@ -929,6 +929,23 @@ def arithmetic_matches_scipy() -> bool:
     scipy's by rounding (and, on a step-shaped curve, stop elsewhere along the crawl).
     """
     return bool(_math_modes()["exact"])
+
+
+def available() -> bool:
+    """Whether the compiled polish can run here: its external math routines found and registered
+    (libm's ``pow`` at least). Where they are not, :func:`rlcurves.solver._bounded_single` uses
+    scipy's ``least_squares`` itself, which the port reproduces."""
+    if _UNAVAILABLE:
+        return False
+    try:
+        _math_modes()
+    except (RuntimeError, OSError):
+        _UNAVAILABLE.append(True)  # found once per process
+        return False
+    return True
+
+
+_UNAVAILABLE: list[bool] = []
 
 
 # ---- the public entry ---------------------------------------------------------------------------

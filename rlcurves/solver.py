@@ -266,6 +266,7 @@ def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
     """
     from scipy.optimize import least_squares
 
+    from ._trf import available as polish_available
     from ._trf import bounded_polish
 
     if starts is None:
@@ -305,7 +306,7 @@ def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
     # warm-started from it, and the calibration with them (docs/benchmarks/race_scale.md)
     tols = {"xtol": 1e-15, "ftol": 1e-15, "gtol": 1e-15, "max_nfev": 2000}
     with np.errstate(over="ignore", invalid="ignore"):
-        if POLISH == "compiled":
+        if POLISH == "compiled" and polish_available():
             x_opt, cost, nfev, status = bounded_polish(
                 x, y, w, r0, np.asarray(p0, dtype=float), np.array(lower, dtype=float),
                 np.array(upper, dtype=float), **tols,

@@ -276,3 +276,43 @@ def test_nothing_compiles_at_import():
         "assert not T._trf_bounds.signatures and not T._READY, 'compiled at import'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_without_the_math_routines_the_solver_polishes_with_scipy(monkeypatch):
+    """Where the compiled polish cannot find its math routines (no libm ``pow`` to register),
+    ``available()`` says so and the solver's bounded fits are polished by scipy itself: the same
+    fit, not an error."""
+    from rlcurves import fit_sigmoid
+
+    c = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0])
+    y = np.array([0.1, 0.11, 0.1, 0.5, 0.49, 0.5])  # a step: the bounded polish decides it
+    S._solved.clear()
+    compiled = fit_sigmoid(c, y).params
+    exact = _trf.arithmetic_matches_scipy()
+
+    def no_pow():
+        raise RuntimeError("rlcurves._trf: libm's pow was not found")
+
+    monkeypatch.setattr(_trf, "_READY", {})
+    monkeypatch.setattr(_trf, "_UNAVAILABLE", [])
+    monkeypatch.setattr(_trf, "_libm_pow_address", no_pow)
+    import scipy.optimize
+
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return least_squares(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "least_squares", counted)
+    S._solved.clear()
+    assert not _trf.available()
+    fallback = fit_sigmoid(c, y).params
+    assert calls  # the fit took the bounded polish, scipy's here
+    S._solved.clear()
+    if exact:
+        assert fallback == compiled  # the port is scipy's iterates, bit for bit
+    else:  # a crawl along log B may stop elsewhere by rounding; the levels stay
+        assert [fallback[k] for k in ("A", "R0")] == pytest.approx(
+            [compiled[k] for k in ("A", "R0")], abs=1e-6
+        )
