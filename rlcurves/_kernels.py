@@ -1255,18 +1255,11 @@ def exact_risk_times(d, grid, upto, strict, product, zero):
     """A run's factor joins a product over ``grid[:upto]``: ``P(X < grid)`` (``strict``) or
     ``P(X <= grid)`` of its sorted draws ``d`` multiplies ``product`` where it is positive and
     counts in ``zero`` where it is 0."""
-    n = d.size
-    k = 0
+    share = np.empty(upto)
+    _share_below(d, grid, 0, upto, strict, share)
     for i in range(upto):
-        v = grid[i]
-        if strict:
-            while k < n and d[k] < v:
-                k += 1
-        else:
-            while k < n and d[k] <= v:
-                k += 1
-        if k > 0:
-            product[i] *= k / n
+        if share[i] > 0.0:
+            product[i] *= share[i]
         else:
             zero[i] += 1
 

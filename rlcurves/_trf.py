@@ -200,16 +200,22 @@ def _unpack(p, fixed, r0):
 
 
 @_jit
-def _residual(p, fixed, r0, xd, yd, wd, f, t, mode, buf):
-    """``f = w * (y - R0 - (A - R0) * fraction_of_gain(x, exp(log B), m))``, numpy's operations."""
+def _exp_terms(p, fixed, r0, xd, t, mode, buf):
+    """``t = exp(B (m - x))`` as numpy computes it, and ``(A, R0, B, m)``."""
     A, R0, lb, m = _unpack(p, fixed, r0)
     B = _exp_scalar(lb, mode, buf)
-    npts = xd.size
-    for i in range(npts):
+    for i in range(xd.size):
         t[i] = B * (m - xd[i])
-    _exp_inplace(t, npts, mode, buf)
+    _exp_inplace(t, xd.size, mode, buf)
+    return A, R0, B, m
+
+
+@_jit
+def _residual(p, fixed, r0, xd, yd, wd, f, t, mode, buf):
+    """``f = w * (y - R0 - (A - R0) * fraction_of_gain(x, exp(log B), m))``, numpy's operations."""
+    A, R0, _, _ = _exp_terms(p, fixed, r0, xd, t, mode, buf)
     gain = A - R0
-    for i in range(npts):
+    for i in range(xd.size):
         s = 1.0 / (t[i] + 1.0)
         f[i] = wd[i] * ((yd[i] - R0) - gain * s)
 
@@ -218,14 +224,9 @@ def _residual(p, fixed, r0, xd, yd, wd, f, t, mode, buf):
 def _jacobian(p, fixed, r0, xd, wd, J, t, mode, buf):
     """``-(jacobian_internal(x, A, R0, exp(log B), m)) * w[:, None]`` (columns 0, 2, 3 with R0
     fixed), numpy's operations."""
-    A, R0, lb, m = _unpack(p, fixed, r0)
-    B = _exp_scalar(lb, mode, buf)
-    npts = xd.size
-    for i in range(npts):
-        t[i] = B * (m - xd[i])
-    _exp_inplace(t, npts, mode, buf)
+    A, R0, B, m = _exp_terms(p, fixed, r0, xd, t, mode, buf)
     gain = A - R0
-    for i in range(npts):
+    for i in range(xd.size):
         s = 1.0 / (t[i] + 1.0)
         ds = s * (1.0 - s)
         dx = 0.0 if xd[i] == -np.inf else xd[i] - m

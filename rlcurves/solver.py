@@ -264,8 +264,6 @@ def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
     bit where the arithmetic is numpy's, 20-27x faster (a step-shaped fit of a few points crawls
     up log B for up to 2,000 evaluations, tens of milliseconds each call in Python).
     """
-    from scipy.optimize import least_squares
-
     from ._trf import available as polish_available
     from ._trf import bounded_polish
 
@@ -282,12 +280,41 @@ def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
         )
     lo, hi, _ = theta_box(x[None])
     free_r0 = r0 is None
-    A, R0 = float(sol.A[0]), float(sol.R0[0])
-    p0 = [A, R0, sol.log_B[0], sol.m[0]] if free_r0 else [A, sol.log_B[0], sol.m[0]]
+    A = float(sol.A[0])
+    p0 = [A, float(sol.R0[0]), sol.log_B[0], sol.m[0]] if free_r0 else [A, sol.log_B[0], sol.m[0]]
     lower = [bounds.A[0], bounds.R0[0], lo[0, 0], lo[0, 1]]
     upper = [bounds.A[1], bounds.R0[1], hi[0, 0], hi[0, 1]]
     if not free_r0:
         lower, upper = [lower[0], *lower[2:]], [upper[0], *upper[2:]]
+
+    p0 = np.clip(p0, lower, upper)
+    # not looser than 1e-15: where a step-shaped fit stops along log B moves the resamples
+    # warm-started from it, and the calibration with them (docs/benchmarks/race_scale.md)
+    tols = {"xtol": 1e-15, "ftol": 1e-15, "gtol": 1e-15, "max_nfev": 2000}
+    polish = bounded_polish if POLISH == "compiled" and polish_available() else scipy_polish
+    with np.errstate(over="ignore", invalid="ignore"):
+        x_opt, cost, nfev, status = polish(
+            x, y, w, r0, np.asarray(p0, dtype=float), np.array(lower, dtype=float),
+            np.array(upper, dtype=float), **tols,
+        )  # fmt: skip
+    rss = float(2 * cost)
+    if not (np.isfinite(rss) and rss <= sol.rss[0]):
+        return sol
+    A, R0, lb, m = (*x_opt[:1], r0, *x_opt[1:]) if r0 is not None else x_opt
+    tol = 1e-6 * (hi[0] - lo[0])
+    at_bound = bool(np.any((np.array([lb, m]) - lo[0] < tol) | (hi[0] - np.array([lb, m]) < tol)))
+    converged = (status > 0 or bool(sol.converged[0])) and not at_bound
+    return _one_solution(A, R0, lb, m, rss, converged=converged, at_bound=at_bound, iterations=nfev)
+
+
+def scipy_polish(x, y, w, r0, p0, lower, upper, **tols) -> tuple[np.ndarray, float, int, int]:
+    """``scipy.optimize.least_squares(method="trf")`` on the weighted sigmoid residual with the
+    analytic Jacobian, in the full parameters ``[A, R0, log B, m]`` (``[A, log B, m]`` with
+    ``r0`` fixed), bounded by ``lower``, ``upper``: ``(x, cost, nfev, status)``, the polish
+    :func:`rlcurves._trf.bounded_polish` compiles (:data:`POLISH` ``"scipy"`` runs this one)."""
+    from scipy.optimize import least_squares
+
+    free_r0 = r0 is None
 
     def unpack(p):
         return (p[0], p[1], p[2], p[3]) if free_r0 else (p[0], r0, p[1], p[2])
@@ -301,26 +328,5 @@ def _bounded_single(x, y, w, r0, bounds, starts=None) -> BatchSolution:
         J = jacobian_internal(x, A, R0, np.exp(lb), m)
         return -(J if free_r0 else J[:, [0, 2, 3]]) * w[:, None]
 
-    p0 = np.clip(p0, lower, upper)
-    # not looser than 1e-15: where a step-shaped fit stops along log B moves the resamples
-    # warm-started from it, and the calibration with them (docs/benchmarks/race_scale.md)
-    tols = {"xtol": 1e-15, "ftol": 1e-15, "gtol": 1e-15, "max_nfev": 2000}
-    with np.errstate(over="ignore", invalid="ignore"):
-        if POLISH == "compiled" and polish_available():
-            x_opt, cost, nfev, status = bounded_polish(
-                x, y, w, r0, np.asarray(p0, dtype=float), np.array(lower, dtype=float),
-                np.array(upper, dtype=float), **tols,
-            )  # fmt: skip
-        else:
-            res = least_squares(
-                residual, p0, jac=jacobian, bounds=(lower, upper), method="trf", **tols
-            )
-            x_opt, cost, nfev, status = res.x, res.cost, res.nfev, res.status
-    rss = float(2 * cost)
-    if not (np.isfinite(rss) and rss <= sol.rss[0]):
-        return sol
-    A, R0, lb, m = unpack(x_opt)
-    tol = 1e-6 * (hi[0] - lo[0])
-    at_bound = bool(np.any((np.array([lb, m]) - lo[0] < tol) | (hi[0] - np.array([lb, m]) < tol)))
-    converged = (status > 0 or bool(sol.converged[0])) and not at_bound
-    return _one_solution(A, R0, lb, m, rss, converged=converged, at_bound=at_bound, iterations=nfev)
+    res = least_squares(residual, p0, jac=jacobian, bounds=(lower, upper), method="trf", **tols)
+    return res.x, float(res.cost), int(res.nfev), int(res.status)

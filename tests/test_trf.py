@@ -22,7 +22,7 @@ from scipy.optimize import least_squares
 from rlcurves import _trf
 from rlcurves import solver as S
 from rlcurves._trf import bounded_polish
-from rlcurves.model import fraction_of_gain, jacobian_internal, sigmoid
+from rlcurves.model import sigmoid
 
 KINDS = ("smooth", "step", "flat", "active", "zero_compute", "zero_weights")
 PASS_RATE = ((0.0, 1.0), (0.0, 1.0))
@@ -82,35 +82,13 @@ def draw_problem(rng, kind):
 
 
 def scipy_polish(x, y, w, r0, p0, lower, upper, max_nfev=2000):
-    """The call the port replaces, as _bounded_single makes it: (x, cost, nfev, status)."""
-    free_r0 = r0 is None
-
-    def unpack(p):
-        return (p[0], p[1], p[2], p[3]) if free_r0 else (p[0], r0, p[1], p[2])
-
-    def residual(p):
-        A, R0, lb, m = unpack(p)
-        return w * (y - R0 - (A - R0) * fraction_of_gain(x, np.exp(lb), m))
-
-    def jacobian(p):
-        A, R0, lb, m = unpack(p)
-        J = jacobian_internal(x, A, R0, np.exp(lb), m)
-        return -(J if free_r0 else J[:, [0, 2, 3]]) * w[:, None]
-
+    """The call the port replaces, as _bounded_single makes it (rlcurves.solver.scipy_polish, the
+    solver's own scipy path): (x, cost, nfev, status)."""
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        res = least_squares(
-            residual,
-            p0,
-            jac=jacobian,
-            bounds=(lower, upper),
-            method="trf",
-            xtol=1e-15,
-            ftol=1e-15,
-            gtol=1e-15,
-            max_nfev=max_nfev,
+        return S.scipy_polish(
+            x, y, w, r0, p0, lower, upper, xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=max_nfev
         )
-    return res.x, float(res.cost), int(res.nfev), int(res.status)
 
 
 @pytest.fixture(scope="module")
