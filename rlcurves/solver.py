@@ -188,7 +188,7 @@ def solve_single(x, y, w, r0, bounds) -> BatchSolution:
 
     The latest :data:`SOLVED_KEEP` answers are remembered by their exact inputs: a forecast's
     backtests and a running run's window backtests fit the same prefix of a run more than once
-    (and the bounded polish of a curve whose midpoint runs away costs tens of milliseconds), so a
+    (and the bounded polish of a curve whose midpoint runs away crawls for up to 2,000 steps), so a
     repeat gets a copy of the first answer instead of a second solve.
     """
     x = np.ascontiguousarray(x, dtype=float)
