@@ -46,8 +46,11 @@ one forecast.
 
 ``--write-calibration`` writes the shipped calibration (rlcurves/data/calibration_corpus.json)
 from the same records (every real run). ``--quick`` runs a CI-sized subset.
+``--growth-sensitivity`` reruns leave-one-family-out with each form of ``g(d)`` fixed in every
+fold (all else chosen there), against the form each fold chooses.
 
 Run: python -m benchmarks.calibration [--quick] [--write-calibration] [--no-regimes]
+[--growth-sensitivity]
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ from rlcurves.calibrate import (
     load_corpus,
     score_runs,
 )
+from rlcurves.pooling import GROWTH_FORMS
 from rlcurves.shapes import late_takeoffs, shape_records
 
 RESULTS = Path(__file__).parent / "results"
@@ -252,18 +256,56 @@ def fold_summary(cal: Calibration, held_out: str) -> dict:
     }
 
 
-def fold_calibrations(records, shapes, families, kinds) -> dict[str, Calibration]:
+def fold_calibrations(records, shapes, families, kinds, growth=None) -> dict[str, Calibration]:
     """Each family's leave-one-family-out calibration: made from the records (and shape records)
     of the other families of its kind of metric (``kinds``: family -> metric kind) alone,
-    everything chosen and fitted in the fold."""
+    everything chosen and fitted in the fold (``growth``: that form of ``g(d)`` in every fold
+    instead of the one chosen there)."""
     out = {}
     for fam in families:
         others = [f for f in families if f != fam and kinds.get(f) == kinds.get(fam)]
         out[fam] = Calibration(
             records[records["family"].isin(others)], f"runs of {', '.join(others)}",
-            shapes=shapes[shapes["family"].isin(others)].reset_index(drop=True),
+            growth=growth, shapes=shapes[shapes["family"].isin(others)].reset_index(drop=True),
         )  # fmt: skip
     return out
+
+
+def growth_sensitivity(frames, records, shapes, families, kinds) -> list[dict]:
+    """Leave-one-family-out with each form of ``g(d)`` fixed in every fold (everything else
+    chosen there as usual), against the form chosen in each fold: pooled coverage and median
+    width at each fraction, and how many family x fraction cells have a Wilson interval holding
+    0.90."""
+    rows = []
+    for form in (None, *GROWTH_FORMS):
+        folds = fold_calibrations(records, shapes, families, kinds, growth=form)
+        recs, _ = nested_lofo(frames, folds, families)
+        summary = summarize(recs, "leave-one-family-out")
+        crit = criteria(summary)
+        pooled = {r["fraction"]: r for r in summary if r["family"] == "pooled"}
+        rows.append(
+            {"growth": form or "chosen in each fold",
+             "covered": {str(f): pooled[f]["covered"] for f in FRACTIONS},
+             "runs": pooled[FRACTIONS[0]]["runs"],
+             "median_width": {str(f): pooled[f]["median_width"] for f in FRACTIONS},
+             "cells_holding_90": int(sum(crit["family_wilson_contains_90"].values())),
+             "cells": len(crit["family_wilson_contains_90"])}
+        )  # fmt: skip
+    return rows
+
+
+def growth_table(rows: list[dict]) -> str:
+    fr = " / ".join(f"{f:.0%}" for f in FRACTIONS)
+    lines = [
+        f"| g(d) in every fold | covered at {fr} (of {rows[0]['runs']}) | median width at {fr} "
+        "| family x fraction cells whose Wilson 90% interval holds 0.90 |",
+        "|---|---|---|---|",
+    ]
+    for r in rows:
+        cov = " / ".join(str(r["covered"][str(f)]) for f in FRACTIONS)
+        wid = " / ".join(f"{r['median_width'][str(f)]:.3f}" for f in FRACTIONS)
+        lines.append(f"| {r['growth']} | {cov} | {wid} | {r['cells_holding_90']} of {r['cells']} |")
+    return "\n".join(lines)
 
 
 def nested_lofo(frames, folds_cal, families, seed=0) -> tuple[list, list]:
@@ -693,6 +735,11 @@ def main(argv=None):
         help="write the shipped calibrations (rlcurves/data/calibration_corpus*.json, one per kind "
         "of metric) from the real runs' records",
     )
+    ap.add_argument(
+        "--growth-sensitivity",
+        action="store_true",
+        help="also rerun leave-one-family-out with each form of g(d) fixed in every fold",
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     from rlcurves.datasets import list_corpus
@@ -779,6 +826,10 @@ def main(argv=None):
     print()
     print(late_table(late))
     print(f"\ncriteria of issue 42: {json.dumps(out['criteria_42'])}")
+    if args.growth_sensitivity:
+        out["growth_sensitivity"] = growth_sensitivity(frames, records, shapes, families, kinds)
+        print()
+        print(growth_table(out["growth_sensitivity"]))
     if not args.no_regimes:
         shipped = of_kind if args.quick else {k: default_calibration(k) for k in of_kind}
         regs = regimes(frames, shipped, kinds, args.sim_runs or (6 if args.quick else 60))

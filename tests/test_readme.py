@@ -183,6 +183,7 @@ def test_calibration_page_tables_are_what_the_benchmark_printed():
         bench.folds_table(res["folds"]),
         bench.tails_table(summary),
         bench.regime_table(res["regimes"]),
+        bench.growth_table(res["growth_sensitivity"]),
     ]
     for table in tables:
         for line in table.splitlines():
