@@ -562,7 +562,7 @@ def test_first_use_notice_says_what_measured_the_wait(monkeypatch, capsys):
     monkeypatch.setattr(_warmup, "cache_is_cold", lambda: True)
     _warmup.notice_if_cold()
     err = capsys.readouterr().err
-    assert "benchmarks/first_fit.py" in err and "14-16 s on 2 idle cores" in err
+    assert "benchmarks/first_fit.py" in err and "9 s on 2 idle cores" in err
     assert "65 s on 2 busy ones" in err and "10-20 s" not in err
 
 
@@ -584,3 +584,34 @@ def test_start_up_numbers_on_the_fit_speed_page_are_the_benchmarks():
     assert f"({res['ratio']:.2f}x;" in readme
     before = next(r for n, r in rows.items() if n.startswith("import rlcurves ("))
     assert f"{before['median_s']:.2f} s, {before['ratio_to_scipy_pandas']:.2f}x)" in readme
+
+
+def test_first_fit_numbers_on_the_fit_speed_page_are_the_benchmarks():
+    """The cold-cache sentence (docs/benchmarks/fit_speed.md) quotes the range over the runs of
+    benchmarks/results/first_fit.json, and the notice's idle figure is its first fit, rounded."""
+    import json
+    from pathlib import Path
+
+    from rlcurves import _warmup
+
+    root = Path(__file__).resolve().parents[1]
+    runs = json.loads((root / "benchmarks" / "results" / "first_fit.json").read_text())["runs"]
+    page = " ".join((root / "docs" / "benchmarks" / "fit_speed.md").read_text().split())
+
+    def span(values, fmt):
+        lo, hi = format(min(values), fmt), format(max(values), fmt)
+        return lo if lo == hi else f"{lo}-{hi}"
+
+    cold = [r["cold"] for r in runs]
+    warm = [r["after_warm_up"] for r in runs]
+    for said in (
+        f"the first fit took {span([c['first_fit'] for c in cold], '.1f')} s",
+        f"the first bootstrap {span([c['first_bootstrap'] for c in cold], '.1f')} s more",
+        f"forecast {span([c['first_forecast'] for c in cold], '.1f')} s more",
+        f"({span([r['warm_up'] for r in runs], '.0f')} s, once)",
+        f"took {span([w['first_fit'] for w in warm], '.2f')} s",
+    ):
+        assert said in page, said
+    assert all(r["notice_when_cold"] and not r["notice_after_warm_up"] for r in runs)
+    idle = round(sum(c["first_fit"] for c in cold) / len(cold))
+    assert f"first fit at {idle} s on 2 idle cores" in open(_warmup.__file__).read()
