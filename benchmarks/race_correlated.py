@@ -64,15 +64,15 @@ def fold_correlations(sweeps) -> dict[str, float]:
     return out
 
 
-def by_kind(outcomes, sweeps) -> dict[str, float]:
-    kinds: dict[str, list[float]] = {}
-    for s, o in zip(sweeps, outcomes, strict=True):
-        kinds.setdefault(s.kind, []).append(o.compute_fraction)
-    return {k: float(np.mean(v)) for k, v in kinds.items()}
-
-
 def corpus(settings: dict[str, object]) -> dict:
-    from benchmarks.race_corpus import DEFAULT, fold_calibrations, load_sweeps, oracle, summarize
+    from benchmarks.race_corpus import (
+        DEFAULT,
+        by_kind,
+        fold_calibrations,
+        load_sweeps,
+        oracle,
+        summarize,
+    )
     from benchmarks.race_replay import replay_race
 
     sweeps = load_sweeps()
@@ -125,22 +125,9 @@ def simulated(n: int) -> dict:
 
 
 def table(rows: dict[str, dict]) -> str:
-    lines = [
-        "| error_correlation | winners kept (95% Wilson) | worst regret | compute used "
-        "(validation, training reward) | oracle's saving captured | runs > 0.05 behind stopped "
-        "by 40% |",
-        "|---|---|---|---|---|---|",
-    ]
-    for name, r in rows.items():
-        lo, hi = r["kept_wilson"]
-        ck = r["compute_by_kind"]
-        lines.append(
-            f"| {name} | {r['kept_winner']:.0f} of {r['sweeps']} ({lo:.2f}-{hi:.2f}) | "
-            f"{r['worst_regret']:.3f} | {r['compute_used']:.1%} ({ck['validation']:.1%}, "
-            f"{ck['training reward']:.1%}) | {r['oracle_saving_captured']:.0%} | "
-            f"{r['far_behind_stopped_by_40']:.0f} of {r['far_behind_runs']} |"
-        )
-    return "\n".join(lines)
+    from benchmarks.race_corpus import table_by_kind
+
+    return table_by_kind(rows, "error_correlation")
 
 
 def drawn(n: int) -> dict:

@@ -36,7 +36,16 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks._common import machine
-from benchmarks.race_corpus import EARLY, RESULTS, far_behind, load_sweeps, oracle, summarize
+from benchmarks.race_corpus import (
+    EARLY,
+    RESULTS,
+    by_kind,
+    far_behind,
+    load_sweeps,
+    oracle,
+    summarize,
+    table_by_kind,
+)
 from benchmarks.race_replay import Outcome, Sweep, rung_grid, score
 
 STARTS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
@@ -104,31 +113,13 @@ def nested(grid: dict, sweeps: list[Sweep], same_kind: bool) -> tuple[list[Outco
 
 def _row(outcomes: list[Outcome], sweeps: list[Sweep], oracle_compute: float) -> dict:
     row = summarize(outcomes, sweeps, oracle_compute)
-    kind = {s.name: s.kind for s in sweeps}
-    row["compute_by_kind"] = {
-        k: float(np.mean([o.compute_fraction for o in outcomes if kind[o.sweep] == k]))
-        for k in dict.fromkeys(kind.values())
-    }
+    row["compute_by_kind"] = by_kind(outcomes, sweeps)
     row["lost"] = {o.sweep: o.regret for o in outcomes if not o.kept_winner}
     return row
 
 
 def table(rows: dict[str, dict]) -> str:
-    lines = [
-        "| rule | winner kept (95% Wilson) | worst regret | compute used (validation, training "
-        "reward) | runs > 0.05 behind stopped by 40% |",
-        "|---|---|---|---|---|",
-    ]
-    for name, r in rows.items():
-        lo, hi = r["kept_wilson"]
-        by = r["compute_by_kind"]
-        lines.append(
-            f"| {name} | {r['kept_winner']:.0f} of {r['sweeps']} ({lo:.2f}-{hi:.2f}) | "
-            f"{r['worst_regret']:.3f} | {r['compute_used']:.1%} ({by['validation']:.1%}, "
-            f"{by['training reward']:.1%}) | {r['far_behind_stopped_by_40']:.0f} of "
-            f"{r['far_behind_runs']} |"
-        )
-    return "\n".join(lines)
+    return table_by_kind(rows, "rule")
 
 
 def lag_table(lag: dict[str, dict], kinds: dict[str, str]) -> str:
@@ -169,9 +160,12 @@ def run(sweeps: list[Sweep]) -> dict:
             grid[best], sweeps, oracle_compute
         )
     picks = {}
-    for same_kind, label in ((False, "all other families"), (True, "other families of its kind")):
+    for same_kind, label in (
+        (False, "all the other families"),
+        (True, "the other families of its kind"),
+    ):
         out, picks[label] = nested(grid, sweeps, same_kind)
-        rows[f"nested: chosen on the {label}"] = _row(out, sweeps, oracle_compute)
+        rows[f"nested: chosen on {label}"] = _row(out, sweeps, oracle_compute)
     oracle_row = _row([oracle(s) for s in sweeps], sweeps, oracle_compute)
     rows["oracle (stops at 25% every run ending > 0.02 behind)"] = oracle_row
     frontier = [
