@@ -198,6 +198,16 @@ def test_calibration_page_tables_are_what_the_benchmark_printed():
     # (the 25% forecasts cover 94% since issue 42 forecast the flat and the short runs from the
     # corpus's prior instead of refusing them); a guard against a real regression: 85-95%
     assert all(0.85 <= r["coverage"] <= 0.95 for r in pooled.values()), pooled
+    # the family x fraction cells whose Wilson interval holds 0.90, new family and known family
+    for split, words in (
+        ("leave-one-family-out", "in {k} of the {n} family x fraction cells"),
+        ("leave-one-run-out (own family)", "({k} of {n} with the family known)"),
+    ):
+        cells = [r for r in summary if r["split"] == split and r["family"] != "pooled"]
+        k = sum(r["wilson_low"] <= 0.9 <= r["wilson_high"] for r in cells)
+        said = words.format(k=k, n=len(cells))
+        assert said in " ".join(README.split()), said
+    assert f"holds 0.90 in {k} of the {len(cells)} cells" in " ".join(page.split())
     assert pooled[0.5]["median_width"] < res["before_widths"]["pooled"]
 
 
