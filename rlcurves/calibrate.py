@@ -896,6 +896,43 @@ def default_calibration(metric_kind: str = "validation") -> Calibration:
     return _DEFAULT[metric_kind]
 
 
+def resolve_calibration(calibration: Calibration | str | None) -> Calibration:
+    """``calibration`` as a :class:`Calibration`: None, the shipped one of validation runs; a kind
+    of metric's name (``"validation"`` or ``"training reward"``), that kind's shipped one
+    (:func:`default_calibration`); a :class:`Calibration`, itself."""
+    if calibration is None:
+        return default_calibration()
+    if isinstance(calibration, str):
+        if calibration not in _SHIPPED:
+            raise RLCurvesError(
+                f"calibration={calibration!r} names no kind of metric the corpus calibrates; use "
+                f"one of {list(_SHIPPED)}, or a Calibration from rlcurves.calibrate(your_runs)"
+            )
+        return default_calibration(calibration)
+    if not isinstance(calibration, Calibration):
+        raise RLCurvesError(
+            f"calibration must be a Calibration, a kind of metric ({list(_SHIPPED)}) or None, "
+            f"got {type(calibration).__name__}"
+        )
+    return calibration
+
+
+#: Words in a metric's name that say it is measured on the prompts being trained on, and words
+#: that say it is measured on held-out ones (which win).
+TRAINING_WORDS = ("train", "reward", "critic/score", "rollout")
+EVALUATION_WORDS = ("val", "eval", "test")
+
+
+def looks_like_training_reward(name: str | None) -> bool:
+    """Whether a metric's name reads as a training reward: it holds a word of
+    :data:`TRAINING_WORDS` (``train/reward_mean``, TRL's ``rewards/<function>/mean``, verl's
+    ``critic/score/mean``) and none of :data:`EVALUATION_WORDS` (verl's
+    ``val-core/GSM8K/reward/mean@1`` is a validation metric). A hint for a note, never a switch:
+    the calibration used is always the one asked for."""
+    n = (name or "").lower()
+    return any(w in n for w in TRAINING_WORDS) and not any(w in n for w in EVALUATION_WORDS)
+
+
 def residual_sd(fit: SigmoidFit) -> float:
     """Unweighted residual sd over the fit window, dof-corrected."""
     res = fit.fit_reward - np.asarray(fit.predict(fit.fit_compute), dtype=float)
@@ -1141,6 +1178,8 @@ __all__ = [
     "default_calibration",
     "level_target",
     "load_corpus",
+    "looks_like_training_reward",
+    "resolve_calibration",
     "score_runs",
     "window_records",
 ]

@@ -38,7 +38,10 @@ KEYWORD_FLAGS = {
     "baseline": "--baseline",
     "fractions": "--fractions",
     "target": "--target",
+    "calibration": "--metric-kind",
 }
+#: --metric-kind's values, and the shipped calibration each names.
+METRIC_KINDS = {"validation": "validation", "training-reward": "training reward"}
 _KEYWORD = re.compile(
     r"(?<![\w.\-])(" + "|".join(KEYWORD_FLAGS) + r")="
     r"('[^']*'|\"[^\"]*\"|<[^>]*>|[\w/*][\w.\-/*]*)?"
@@ -57,6 +60,8 @@ def cli_words(message: str) -> str:
         trail = match.group(2)[len(value) :]
         if value[:1] in "'\"" and value[-1:] == value[:1]:
             value = value[1:-1]
+        if name == "calibration":  # a kind of metric: --metric-kind training-reward
+            value = value.replace(" ", "-")
         return f"{KEYWORD_FLAGS[name]} {value}{trail}"
 
     return _KEYWORD.sub(flag, message)
@@ -268,6 +273,23 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_metric_kind_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--metric-kind",
+        choices=list(METRIC_KINDS),
+        help="what the reward measures, which says what calibrates the intervals: a held-out "
+        "pass rate (validation, the default) or the reward on the prompts being trained on "
+        "(training-reward: calibrated on the corpus's training-reward runs, several times wider)",
+    )
+
+
+def calibration_arg(args: argparse.Namespace) -> str | None:
+    """The shipped calibration --metric-kind names (None: the library's default, which notes a
+    reward column that reads as a training reward)."""
+    kind = getattr(args, "metric_kind", None)
+    return None if kind is None else METRIC_KINDS[kind]
+
+
 def _add_interval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
@@ -388,6 +410,7 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             method=args.forecast_method,
             seed=args.seed,
             progress=False,
+            calibration=calibration_arg(args),
             **_seed_runs(args, df, args.forecast_method),
         )
         target = None
@@ -421,7 +444,8 @@ def cmd_forecast(args: argparse.Namespace) -> int:
             grid = np.linspace(
                 float(fit.fit_compute.min()), max(np.max(args.at), fit.compute.max()), 200
             )
-            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True)
+            band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False,
+                            band=True, calibration=calibration_arg(args))  # fmt: skip
             path = _save(plot_forecast(fit, band), _nth_path(args.plot, label, len(out)))
             print(f"\nplot saved to {path}")
         out.append(None)
@@ -544,7 +568,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     (fit,) = fits.values()
     end = args.to or max(2.0 * float(fit.fit_compute.max()), float(fit.compute.max()))
     grid = np.linspace(float(fit.fit_compute.min()), end, 200)
-    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True)
+    band = forecast(fit, grid, level=args.level, seed=args.seed, progress=False, band=True,
+                    calibration=calibration_arg(args))  # fmt: skip
     fig = plot_forecast(fit, band, logx=args.logx)
     print(f"plot saved to {_save(fig, args.output)}")
     return 0
@@ -823,6 +848,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=["bootstrap", "profile", "mcmc"],
         help="interval method (default: calibrated bootstrap)",
     )
+    add_metric_kind_arg(p)
     p.add_argument("--target", type=float, help="also: compute to reach this reward")
     p.add_argument("--plot", help="save the fit with its forecast band to this image")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -849,6 +875,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-bands", action="store_true", help="several --reward curves: leave out the bands"
     )
     _add_interval_args(p)
+    add_metric_kind_arg(p)
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("backtest", help="refit a finished run on prefixes; score the forecasts")

@@ -59,6 +59,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-samples", type=int, default=500, help="bootstrap resamples per forecast (500)"
     )
+    cli.add_metric_kind_arg(p)
     p.add_argument("--min-points", type=int, help="evaluations before any advice (8)")
     p.add_argument(
         "--min-fraction",
@@ -181,6 +182,7 @@ def _last_record(path: Path) -> dict | None:
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
+    from . import cli
     from .monitor import Monitor
 
     if args.every <= 0:
@@ -204,6 +206,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
         fit_kws=_fit_kws(args),
         read_log_kws=read_kws,
         label=Path(args.path).name,
+        calibration=cli.calibration_arg(args),
     )
     out = _out_dir(args)
     jsonl, png = out / MONITOR_JSONL, out / MONITOR_PNG

@@ -159,6 +159,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-samples", type=int, default=300, help="bootstrap resamples per forecast (300)"
     )
+    cli.add_metric_kind_arg(p)
     p.set_defaults(func=cmd_race)
 
 
@@ -209,6 +210,24 @@ def _curves(args: argparse.Namespace) -> dict[str, list[tuple[str, object]]]:
     return entries
 
 
+def _note_training_reward(args: argparse.Namespace, entries: dict[str, list]) -> None:
+    """Without --metric-kind, a note on stderr when the logs' reward column reads as a training
+    reward (the forecasts are then calibrated on validation pass rates)."""
+    from ._format import units_of
+    from .calibrate import looks_like_training_reward
+    from .cli import _say
+
+    if getattr(args, "metric_kind", None) is not None:
+        return
+    frame = next(iter(entries.values()))[0][1]
+    column = units_of(frame, "compute", "reward").get("reward")
+    if looks_like_training_reward(column):
+        _say(args, f"note: the reward column {column!r} reads as a training reward, and the "
+             "forecasts are calibrated on validation pass rates (the default), whose forecasts "
+             "miss by several times less: for a training reward pass --metric-kind "
+             "training-reward")  # fmt: skip
+
+
 def _run_names(found: list[tuple[str, str | None]]) -> list[str]:
     """Each racer's name: its run's name in the log (a log of one run: the log's name), with
     the log's name in front where two logs share a run name (``logA/seed0``)."""
@@ -239,6 +258,7 @@ def _ended(args: argparse.Namespace, entries: dict[str, list]) -> list[str]:
 
 
 def cmd_race(args: argparse.Namespace) -> int:
+    from .cli import calibration_arg
     from .race import Race
 
     if args.out and Path(args.out).suffix.lower() not in (".png", ".pdf", ".svg", ".jpg", ".jpeg"):
@@ -261,6 +281,7 @@ def cmd_race(args: argparse.Namespace) -> int:
             n_samples=args.n_samples,
             seed=args.seed,
             fit_kws=kws,
+            calibration=calibration_arg(args),
         )
     except RLCurvesError as exc:
         raise RLCurvesError(_flag_words(str(exc))) from exc
@@ -273,6 +294,7 @@ def cmd_race(args: argparse.Namespace) -> int:
             f"several runs{' of several recipes' if args.seeds_of else ''}"
         )
     ended = _ended(args, entries)
+    _note_training_reward(args, entries)
     step = args.budget / args.rungs
     fed: dict[str, int] = {}
     report = None

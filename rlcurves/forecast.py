@@ -166,7 +166,7 @@ def forecast(
     method: ForecastMethod = "bootstrap",
     seed: int | None = None,
     progress: bool = True,
-    calibration: Calibration | None = None,
+    calibration: Calibration | str | None = None,
     band: bool = False,
     **kwargs: Any,
 ) -> Forecast:
@@ -194,11 +194,13 @@ def forecast(
         Random seed (bootstrap and mcmc).
     progress : bool
         Show progress bars.
-    calibration : Calibration, optional
-        Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs; default: the
-        shipped calibration on the bundled real-run corpus's validation runs
-        (:func:`default_calibration`); for a run that logs its training reward,
-        ``default_calibration("training reward")``.
+    calibration : Calibration or str, optional
+        Scores from :func:`rlcurves.calibrate.calibrate` on your own finished runs, or the name
+        of the shipped calibration to use: ``"validation"`` (the default: the bundled real-run
+        corpus's validation runs, :func:`default_calibration`) or ``"training reward"`` (its
+        runs that log the training reward, whose forecasts are several times wider). With the
+        default, a reward column whose name reads as a training reward gets a note saying so
+        (:func:`rlcurves.calibrate.looks_like_training_reward`).
     band : bool
         A band to draw over many ``at`` (the calibrated bootstrap), without steps: the level's
         window taken as continuous and the power law phased in over the first level window
@@ -251,9 +253,16 @@ def forecast(
 
     calibrated = method == "bootstrap" and kwargs.get("kind", "calibrated") == "calibrated"
     if calibrated:
-        from .calibrate import default_calibration
+        from .calibrate import looks_like_training_reward, resolve_calibration
 
-        cal = default_calibration() if calibration is None else calibration
+        cal = resolve_calibration(calibration)
+        column = (getattr(fit, "units", None) or {}).get("reward")
+        if calibration is None and looks_like_training_reward(column):
+            notes.append(
+                f"the reward column {column!r} reads as a training reward, and this interval is "
+                "calibrated on validation pass rates (the default), whose forecasts miss by "
+                "several times less: for a training reward pass calibration='training reward'"
+            )
         open_why = _curve_open(fit) if cal.has_prior else None
         if open_why is not None:
             return _prior_forecast(fit, c, level, seed, cal, notes, open_why, out)

@@ -467,9 +467,10 @@ class Monitor:
         Bootstrap resamples of each forecast.
     seed : int, optional
         Seed of the bootstrap (the same seed every refit, so reports differ only by the data).
-    calibration : Calibration, optional
+    calibration : Calibration or str, optional
         What calibrates the forecast's interval (:func:`rlcurves.calibrate.calibrate` on your own
-        finished runs); default the shipped one (see :func:`rlcurves.forecast`).
+        finished runs), or the shipped one of a kind of metric: ``"validation"`` (the default) or
+        ``"training reward"`` (see :func:`rlcurves.forecast`).
     fit_kws : dict, optional
         Passed to :func:`rlcurves.fit_sigmoid` (``r0``, ``min_compute``, ``max_compute``...).
     read_log_kws : dict, optional
@@ -516,7 +517,7 @@ class Monitor:
         higher_is_better: bool = True,
         n_samples: int = 500,
         seed: int | None = 0,
-        calibration: Calibration | None = None,
+        calibration: Calibration | str | None = None,
         fit_kws: dict[str, Any] | None = None,
         read_log_kws: dict[str, Any] | None = None,
         label: str | None = None,
@@ -555,6 +556,10 @@ class Monitor:
         self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
         self.seed = seed
+        if calibration is not None:  # a kind's name, checked now (None: loaded at first use)
+            from .calibrate import resolve_calibration
+
+            calibration = resolve_calibration(calibration)
         self.calibration = calibration
         self.fit_kws = dict(fit_kws or {})
         self.read_log_kws = dict(read_log_kws or {})
@@ -626,6 +631,15 @@ class Monitor:
         self.log_attrs = dict(df.attrs)
         self.units = units_of(df, "compute", "reward")
         self._notes = _log_notes(df.attrs)
+        from .calibrate import looks_like_training_reward
+
+        column = self.units.get("reward")
+        if self.calibration is None and looks_like_training_reward(column):
+            self._notes.append(
+                f"the reward column {column!r} reads as a training reward, and the forecast is "
+                "calibrated on validation pass rates (the default), whose forecasts miss by "
+                "several times less: for a training reward pass calibration='training reward'"
+            )
         if self.label is None:
             self.label = str(df.attrs.get("run") or Path(str(path)).name)
         return self.report()

@@ -385,8 +385,10 @@ class Race:
         Bootstrap resamples per forecast.
     seed : int
         Seed of the forecasts and of the resampling of their draws.
-    calibration : Calibration, optional
-        Passed to :func:`rlcurves.forecast` (default: the shipped calibration).
+    calibration : Calibration or str, optional
+        Passed to :func:`rlcurves.forecast`: a :class:`~rlcurves.calibrate.Calibration`, or the
+        shipped one of a kind of metric, ``"validation"`` (the default) or ``"training reward"``
+        (a sweep that races on its training reward: its forecasts are several times wider).
     fit_kws : dict, optional
         Passed to :func:`rlcurves.fit_sigmoid` (``r0``, ``min_compute``...).
     rungs : int or None
@@ -495,7 +497,7 @@ class Race:
         higher_is_better: bool = True,
         n_samples: int = 300,
         seed: int = 0,
-        calibration: Calibration | None = None,
+        calibration: Calibration | str | None = None,
         fit_kws: dict[str, Any] | None = None,
         rungs: int | None = 20,
         stale_after: float | None = None,
@@ -546,6 +548,10 @@ class Race:
         self.sign = 1 if higher_is_better else -1
         self.n_samples = int(n_samples)
         self.seed = int(seed)
+        if calibration is not None:  # a kind's name, checked now (None: loaded at first use)
+            from .calibrate import resolve_calibration
+
+            calibration = resolve_calibration(calibration)
         self.calibration = calibration
         self.fit_kws = dict(fit_kws or {})
         if rungs is not None and int(rungs) < 1:
