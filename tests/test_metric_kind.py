@@ -132,3 +132,21 @@ def test_watch_notes_a_training_reward_in_flag_words_and_the_flag_changes_the_ad
         str(path)
     )
     assert any("calibration='training reward'" in n for n in report.notes)
+
+
+def test_ray_tune_scheduler_warns_on_a_training_reward_metric_without_a_calibration():
+    """RaceScheduler knows the metric's name: on a training reward with no calibration given,
+    a warning naming the keyword when the race is built; none with calibration= or on a
+    validation metric."""
+    pytest.importorskip("ray.tune")
+    import warnings
+
+    from rlcurves.integrations.ray_tune import RaceScheduler
+
+    with pytest.warns(UserWarning, match="calibration='training reward'"):
+        RaceScheduler(60, metric="train/reward", mode="max")._the_race()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RaceScheduler(60, metric="train/reward", mode="max",
+                      calibration="training reward")._the_race()  # fmt: skip
+        RaceScheduler(60, metric="val_acc", mode="max")._the_race()

@@ -120,6 +120,7 @@ class RaceScheduler(FIFOScheduler):
                     f"RaceScheduler needs metric= and mode='max' or 'min' (here or in "
                     f"tune.TuneConfig); got metric={self._metric!r}, mode={self._mode!r}"
                 )
+            _note_training_reward(self._metric, self._race_kws, "RaceScheduler")
             self.race = Race(self.budget, higher_is_better=self._mode == "max", **self._race_kws)
         return self.race
 
@@ -166,6 +167,23 @@ class RaceScheduler(FIFOScheduler):
         return (
             f"Using RaceScheduler (rlcurves): leader {r.leader}, stopped {len(r.stop)} trial(s), "
             f"{r.fraction_saved:.0%} of the compute saved."
+        )
+
+
+def _note_training_reward(metric: str, race_kws: dict, who: str) -> None:
+    """A warning when the metric's name reads as a training reward and no calibration was
+    given (the race's forecasts would be calibrated on validation pass rates)."""
+    import warnings
+
+    from ..calibrate import looks_like_training_reward
+
+    if "calibration" not in race_kws and looks_like_training_reward(metric):
+        warnings.warn(
+            f"{who}: metric={metric!r} reads as a training reward, and the race's forecasts are "
+            "calibrated on validation pass rates (the default), whose forecasts miss by several "
+            "times less: for a training reward pass calibration='training reward'",
+            UserWarning,
+            stacklevel=3,
         )
 
 
