@@ -165,7 +165,7 @@ def backtest(
     seed: int | None = 0,
     label: str | None = None,
     progress: bool = True,
-    calibration: Calibration | None = None,
+    calibration: Calibration | str | None = None,
 ) -> Backtest:
     """Refit a finished run on growing prefixes and score the forecasts of its final value.
 
@@ -192,9 +192,10 @@ def backtest(
         Name carried by the fits.
     progress : bool
         Show a progress bar over the prefixes (each one is a fit plus its bootstrap).
-    calibration : Calibration, optional
+    calibration : Calibration or str, optional
         For the default bootstrap forecast: scores from :func:`rlcurves.calibrate.calibrate` on
-        your own finished runs (default: the shipped real-run corpus calibration).
+        your own finished runs, or the shipped calibration of a kind of metric by name:
+        ``"validation"`` (the default) or ``"training reward"`` (see :func:`rlcurves.forecast`).
 
     Returns
     -------

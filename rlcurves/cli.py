@@ -603,6 +603,7 @@ def cmd_backtest(args: argparse.Namespace) -> int:
             seed=args.seed,
             label=label,
             progress=False,
+            calibration=calibration_arg(args),
         )
         if args.json:
             rows = [{**row, "compute_unit": _unit(df)} for row in _records(bt.table)]
@@ -891,6 +892,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_interval_args(p)
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples per prefix")
+    add_metric_kind_arg(p)
     p.add_argument("--plot", help="save the backtest plot to this image")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(func=cmd_backtest)

@@ -111,6 +111,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--n-samples", type=int, default=500, help="bootstrap draws per run and prefix (500)"
     )
+    cli.add_metric_kind_arg(p)
     p.add_argument(
         "--fractions",
         type=float,
@@ -315,6 +316,7 @@ def _report_baseline(runs: list[str], baseline: str | None) -> str | None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from . import cli
     from .report import write_report
 
     path = write_report(
@@ -330,6 +332,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         read_log_kws=_read_kws(args),
         title=args.title,
         command=" ".join(["rlcurves", *sys.argv[1:]]) if sys.argv else None,
+        calibration=cli.calibration_arg(args),
     )
     print(f"report written to {path}")
     return 0

@@ -18,7 +18,7 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ import pandas as pd
 from . import _html as h
 from ._format import format_compute
 from .errors import RLCurvesError
+
+if TYPE_CHECKING:
+    from .calibrate import Calibration
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;max-width:1100px;
@@ -105,6 +108,7 @@ def build_report(
     fit_kws: Mapping[str, Any] | None = None,
     title: str | None = None,
     command: str | None = None,
+    calibration: Calibration | str | None = None,
 ) -> str:
     """One self-contained HTML page about ``runs``.
 
@@ -126,6 +130,10 @@ def build_report(
     title : str, optional
     command : str, optional
         The command line that made the report, recorded in the provenance.
+    calibration : Calibration or str, optional
+        What calibrates the forecasts and backtests (see :func:`rlcurves.forecast`): a
+        :class:`~rlcurves.calibrate.Calibration`, or ``"validation"`` (the default) or
+        ``"training reward"``.
 
     Returns
     -------
@@ -159,9 +167,10 @@ def build_report(
         at = budget if budget is not None else 2 * end
         start = float(fit.fit_compute.min())
         grid = np.linspace(start, max(at, end), 160)
-        band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False, band=True)
+        band = forecast(fit, grid, level=level, n=n_samples, seed=seed, progress=False,
+                        band=True, calibration=calibration)  # fmt: skip
         points = forecast(fit, sorted({end, at}), level=level, n=n_samples, seed=seed,
-                          progress=False)  # fmt: skip
+                          progress=False, calibration=calibration)  # fmt: skip
         # the axes as the backtest's figure names them: the compute unit, the reward column
         fig = plot_forecast(fit, band)
         fig.axes[0].set_title(f"{name}: fit and forecast", fontsize=10)
@@ -175,7 +184,8 @@ def build_report(
         try:
             bt = backtest("compute", "reward", data=df, fractions=fractions, level=level,
                           n_samples=n_samples, seed=seed, label=name, progress=False,
-                          min_compute=fit_kws.get("min_compute"), r0=fit_kws.get("r0"))  # fmt: skip
+                          min_compute=fit_kws.get("min_compute"), r0=fit_kws.get("r0"),
+                          calibration=calibration)  # fmt: skip
             bt_html = _backtest_html(bt)
             bfig = bt.plot()
             figs.append(

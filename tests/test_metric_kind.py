@@ -150,3 +150,25 @@ def test_ray_tune_scheduler_warns_on_a_training_reward_metric_without_a_calibrat
         RaceScheduler(60, metric="train/reward", mode="max",
                       calibration="training reward")._the_race()  # fmt: skip
         RaceScheduler(60, metric="val_acc", mode="max")._the_race()
+
+
+def test_backtest_and_report_take_the_kind_of_metric(tmp_path, capsys):
+    """`rlcurves backtest` and `rlcurves report` take --metric-kind, and build_report passes
+    calibration= to its forecasts and backtests: the training-reward report's intervals differ
+    from the default's, and a bad name is the calibration's error."""
+    from rlcurves.report import build_report
+
+    path = tmp_path / "run.csv"
+    _frame("train/reward").to_csv(path, index=False)
+    bt = ["backtest", str(path), "--compute", "step", "--n-samples", "100", "--json"]
+    assert main(bt) == 0
+    plain = capsys.readouterr().out
+    assert main([*bt, "--metric-kind", "training-reward"]) == 0
+    assert capsys.readouterr().out != plain
+    out = tmp_path / "r.html"
+    rep = ["report", str(path), "--compute", "step", "-o", str(out), "--n-samples", "100"]
+    assert main([*rep, "--metric-kind", "training-reward"]) == 0
+    assert "training reward runs" in out.read_text()
+    frame = rlcurves.read_log(str(path), compute="step")
+    with pytest.raises(rlcurves.RLCurvesError, match="calibration='nope'"):
+        build_report({"run": frame}, calibration="nope", n_samples=50)
