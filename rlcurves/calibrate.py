@@ -933,6 +933,20 @@ def looks_like_training_reward(name: str | None) -> bool:
     return any(w in n for w in TRAINING_WORDS) and not any(w in n for w in EVALUATION_WORDS)
 
 
+def training_reward_note(
+    what: str,
+    forecasts: str = "this interval is",
+    fix: str = "pass calibration='training reward'",
+) -> str:
+    """The note for a metric that reads as a training reward (``what``: e.g. "the reward column
+    'train/reward'") forecast on the default, validation calibration: ``forecasts`` names what is
+    calibrated, ``fix`` what to pass, in the interface's words."""
+    return (
+        f"{what} reads as a training reward, and {forecasts} calibrated on validation pass rates "
+        f"(the default), whose forecasts miss by several times less: for a training reward {fix}"
+    )
+
+
 def residual_sd(fit: SigmoidFit) -> float:
     """Unweighted residual sd over the fit window, dof-corrected."""
     res = fit.fit_reward - np.asarray(fit.predict(fit.fit_compute), dtype=float)
@@ -1181,5 +1195,6 @@ __all__ = [
     "looks_like_training_reward",
     "resolve_calibration",
     "score_runs",
+    "training_reward_note",
     "window_records",
 ]

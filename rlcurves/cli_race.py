@@ -214,7 +214,7 @@ def _note_training_reward(args: argparse.Namespace, entries: dict[str, list]) ->
     """Without --metric-kind, a note on stderr when the logs' reward column reads as a training
     reward (the forecasts are then calibrated on validation pass rates)."""
     from ._format import units_of
-    from .calibrate import looks_like_training_reward
+    from .calibrate import looks_like_training_reward, training_reward_note
     from .cli import _say
 
     if getattr(args, "metric_kind", None) is not None:
@@ -222,10 +222,9 @@ def _note_training_reward(args: argparse.Namespace, entries: dict[str, list]) ->
     frame = next(iter(entries.values()))[0][1]
     column = units_of(frame, "compute", "reward").get("reward")
     if looks_like_training_reward(column):
-        _say(args, f"note: the reward column {column!r} reads as a training reward, and the "
-             "forecasts are calibrated on validation pass rates (the default), whose forecasts "
-             "miss by several times less: for a training reward pass --metric-kind "
-             "training-reward")  # fmt: skip
+        note = training_reward_note(f"the reward column {column!r}", "the forecasts are",
+                                    "pass --metric-kind training-reward")  # fmt: skip
+        _say(args, f"note: {note}")
 
 
 def _run_names(found: list[tuple[str, str | None]]) -> list[str]:

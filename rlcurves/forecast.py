@@ -253,16 +253,16 @@ def forecast(
 
     calibrated = method == "bootstrap" and kwargs.get("kind", "calibrated") == "calibrated"
     if calibrated:
-        from .calibrate import looks_like_training_reward, resolve_calibration
+        from .calibrate import (
+            looks_like_training_reward,
+            resolve_calibration,
+            training_reward_note,
+        )
 
         cal = resolve_calibration(calibration)
         column = (getattr(fit, "units", None) or {}).get("reward")
         if calibration is None and looks_like_training_reward(column):
-            notes.append(
-                f"the reward column {column!r} reads as a training reward, and this interval is "
-                "calibrated on validation pass rates (the default), whose forecasts miss by "
-                "several times less: for a training reward pass calibration='training reward'"
-            )
+            notes.append(training_reward_note(f"the reward column {column!r}"))
         open_why = _curve_open(fit) if cal.has_prior else None
         if open_why is not None:
             return _prior_forecast(fit, c, level, seed, cal, notes, open_why, out)

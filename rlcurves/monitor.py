@@ -631,14 +631,12 @@ class Monitor:
         self.log_attrs = dict(df.attrs)
         self.units = units_of(df, "compute", "reward")
         self._notes = _log_notes(df.attrs)
-        from .calibrate import looks_like_training_reward
+        from .calibrate import looks_like_training_reward, training_reward_note
 
         column = self.units.get("reward")
         if self.calibration is None and looks_like_training_reward(column):
             self._notes.append(
-                f"the reward column {column!r} reads as a training reward, and the forecast is "
-                "calibrated on validation pass rates (the default), whose forecasts miss by "
-                "several times less: for a training reward pass calibration='training reward'"
+                training_reward_note(f"the reward column {column!r}", "the forecast is")
             )
         if self.label is None:
             self.label = str(df.attrs.get("run") or Path(str(path)).name)

@@ -175,16 +175,11 @@ def _note_training_reward(metric: str, race_kws: dict, who: str) -> None:
     given (the race's forecasts would be calibrated on validation pass rates)."""
     import warnings
 
-    from ..calibrate import looks_like_training_reward
+    from ..calibrate import looks_like_training_reward, training_reward_note
 
     if "calibration" not in race_kws and looks_like_training_reward(metric):
-        warnings.warn(
-            f"{who}: metric={metric!r} reads as a training reward, and the race's forecasts are "
-            "calibrated on validation pass rates (the default), whose forecasts miss by several "
-            "times less: for a training reward pass calibration='training reward'",
-            UserWarning,
-            stacklevel=3,
-        )
+        note = training_reward_note(f"metric={metric!r}", "the race's forecasts are")
+        warnings.warn(f"{who}: {note}", UserWarning, stacklevel=3)
 
 
 __all__ = ["RaceScheduler"]
