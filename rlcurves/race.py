@@ -850,9 +850,9 @@ class Race:
         return self._tau
 
     def _calibration(self) -> Calibration:
-        from .calibrate import default_calibration
+        from .calibrate import resolve_calibration
 
-        return default_calibration() if self.calibration is None else self.calibration
+        return resolve_calibration(self.calibration)
 
     def _fit(self, e: _Entry, pts: pd.DataFrame, seed: int):
         """The entry's curve: one run's fit, or the pooled fit of its seeds plus their spread."""

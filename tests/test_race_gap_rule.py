@@ -34,7 +34,7 @@ def flat(v):
 
 
 def late(f):
-    """Flat at 0.3 to 45% of the budget, then climbing to 0.95: behind by 0.4 at 40%, the winner."""
+    """Flat at 0.3 to 45% of the budget, then climbing to 0.95: behind by 0.5 at 40%, the winner."""
     return np.where(f < 0.45, 0.3, 0.3 + 0.65 * np.minimum((f - 0.45) / 0.4, 1.0))
 
 
@@ -51,7 +51,7 @@ def test_gap_rule_stops_runs_further_behind_than_the_gap_from_its_start(bench):
 
 
 def test_a_late_winner_is_lost_by_any_gap_below_its_lag(bench):
-    """The winner trails the leader by 0.4 at 40%: its lag from 25% on is 0.4, a gap rule with a
+    """The winner trails the leader by 0.5 at 40%: its lag from 25% on is 0.5, a gap rule with a
     smaller gap stops it (regret 0.15: it ends 0.95, the leader 0.8), a larger one keeps it."""
     s = _sweep({"early": flat(0.8), "late": late})
     assert bench._winner_lag(s, 0.25) == pytest.approx(0.5)  # 0.8 - 0.3 until the climb

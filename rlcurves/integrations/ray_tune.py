@@ -177,7 +177,7 @@ def _note_training_reward(metric: str, race_kws: dict, who: str) -> None:
 
     from ..calibrate import looks_like_training_reward, training_reward_note
 
-    if "calibration" not in race_kws and looks_like_training_reward(metric):
+    if race_kws.get("calibration") is None and looks_like_training_reward(metric):
         note = training_reward_note(f"metric={metric!r}", "the race's forecasts are")
         warnings.warn(f"{who}: {note}", UserWarning, stacklevel=3)
 
