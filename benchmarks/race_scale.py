@@ -96,22 +96,38 @@ REFIT_FIELDS = ("fit", "forecast", "extra", "seed", "window", "identified", "why
 
 @contextmanager
 def solver_for(code: str):
-    """The solver each code runs with inside the block: for ``today`` as it was before, the memory
-    of repeated fits off (:data:`rlcurves.solver.SOLVED_KEEP` 0) and the bounded fits polished by
-    scipy's ``least_squares`` (:data:`rlcurves.solver.POLISH` ``"scipy"``), for ``new`` the
-    library's (the compiled polish, :mod:`rlcurves._trf`, which stops where scipy's does); the
-    memory emptied on the way in and out, so neither code finds the other's fits."""
-    from rlcurves import solver
+    """The solvers each code runs with inside the block: for ``today`` as they were before, the
+    memory of repeated fits off (:data:`rlcurves.solver.SOLVED_KEEP` 0), the bounded fits
+    polished by scipy's ``least_squares`` (:data:`rlcurves.solver.POLISH` ``"scipy"``) and the
+    power law's fits in numpy and scipy (:data:`rlcurves.powerlaw.COMPILED` False); for ``new``
+    the library's (the compiled polish, :mod:`rlcurves._trf`, which stops where scipy's does; the
+    compiled power-law grid and search, :mod:`rlcurves._powerlaw_kernels`); the memory emptied on
+    the way in and out (and a calibration's, below), so neither code finds the other's fits;
+    and for ``today`` no memory of a calibration's draws and multipliers
+    (:data:`rlcurves.calibrate.MEMO_KEEP` 0)."""
+    import importlib
 
-    keep, polish = solver.SOLVED_KEEP, solver.POLISH
-    solver._solved.clear()
+    from rlcurves import powerlaw, solver
+
+    calibrate = importlib.import_module("rlcurves.calibrate")  # the package's name is a function
+    keep, polish, compiled = solver.SOLVED_KEEP, solver.POLISH, powerlaw.COMPILED
+    memo = calibrate.MEMO_KEEP
+
+    def forget():
+        solver._solved.clear()
+        for cal in calibrate._DEFAULT.values():
+            cal.__dict__.pop("_memo_cache", None)
+
+    forget()
     try:
         if code == "today":
-            solver.SOLVED_KEEP, solver.POLISH = 0, "scipy"
+            solver.SOLVED_KEEP, solver.POLISH, powerlaw.COMPILED = 0, "scipy", False
+            calibrate.MEMO_KEEP = 0
         yield
     finally:
-        solver.SOLVED_KEEP, solver.POLISH = keep, polish
-        solver._solved.clear()
+        solver.SOLVED_KEEP, solver.POLISH, powerlaw.COMPILED = keep, polish, compiled
+        calibrate.MEMO_KEEP = memo
+        forget()
 
 
 def race_classes() -> dict:
@@ -205,7 +221,10 @@ def timed(fn):
 
 
 def warm() -> None:
-    """Compile the kernels and run every code path once, before the clock."""
+    """Compile the kernels and run every code path once, before the clock (and import what a
+    report imports on first use: scipy.stats, for a forecast of a run that has not taken off)."""
+    import scipy.stats  # noqa: F401
+
     runs = simulated_sweep(3, seed=99)
     for code, cls in race_classes().items():
         with solver_for(code):

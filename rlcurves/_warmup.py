@@ -2,10 +2,10 @@
 
 The solver's kernels (:mod:`rlcurves._kernels`) compile on first use into numba's on-disk cache;
 after that every process loads them in about a second. On a fresh install the first fit therefore
-waits while they compile (``benchmarks/first_fit.py`` on 2 idle cores: 9 s, the first bootstrap
-3 s and the first forecast, which compiles the bounded polish, 7 s more; an earlier run at load
-7-12 took 65 s for the first fit), which a notebook user would otherwise sit through without a
-word. Two remedies:
+waits while they compile (``benchmarks/first_fit.py`` on 2 idle cores: 13 s, the first bootstrap
+4 s and the first forecast, which compiles the bounded polish and the power law's search, 11 s
+more; an earlier run at load 7-12 took 65 s for the first fit), which a notebook user would
+otherwise sit through without a word. Two remedies:
 
 - the first use of the solver (the first fit; ``import rlcurves`` loads nothing compiled) prints
   one line to stderr when the cache is cold, saying what the wait is and what measured it;
@@ -44,8 +44,8 @@ def notice_if_cold() -> None:
     if cache_is_cold():
         sys.stderr.write(
             "rlcurves: first use after install: compiling the solver's numba kernels into their "
-            "cache, once (benchmarks/first_fit.py timed the first fit at 9 s on 2 idle cores "
-            "and 65 s on 2 busy ones, the first bootstrap 3 s and the first forecast 7 s more; "
+            "cache, once (benchmarks/first_fit.py timed the first fit at 13 s on 2 idle cores "
+            "and 65 s on 2 busy ones, the first bootstrap 4 s and the first forecast 11 s more; "
             "later sessions load them in about a second). To compile them ahead: python -c "
             '"import rlcurves; rlcurves.warm_up()"\n'
         )

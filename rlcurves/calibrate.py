@@ -247,6 +247,11 @@ def choose(records: pd.DataFrame) -> pd.DataFrame:
                              ignore_index=True, na_position="last")  # fmt: skip
 
 
+#: How many answers of its draws and multipliers a calibration remembers (0: none; benchmarks
+#: time the code without the memory).
+MEMO_KEEP = 128
+
+
 @dataclass(eq=False)
 class Calibration:
     """Forecast errors on finished runs, and the predictive distribution they imply.
@@ -449,7 +454,20 @@ class Calibration:
     @property
     def n(self) -> int:
         """Number of distinct runs (the exchangeable units)."""
-        return int(np.unique(self.runs).size)
+        return self._memo(("n",), lambda: int(np.unique(self.runs).size))
+
+    def _memo(self, key: tuple, make):
+        """``make()``, remembered by ``key`` for this calibration (its records do not change once
+        made): a sweep's forecasts ask for the same draws and multipliers at the same distances,
+        one run after another. The latest :data:`MEMO_KEEP` answers are kept."""
+        if MEMO_KEEP <= 0:
+            return make()
+        cache = self.__dict__.setdefault("_memo_cache", {})
+        if key not in cache:
+            if len(cache) >= MEMO_KEEP:
+                cache.pop(next(iter(cache)))
+            cache[key] = make()
+        return cache[key]
 
     n_runs = n
 
@@ -511,9 +529,14 @@ class Calibration:
         ``(lower, upper)``, the interval being ``[mean - lower sqrt(V), mean + upper sqrt(V)]``;
         ``inf`` on a side whose tail ``(1 - level) / 2`` the runs do not support."""
         _check_level(level)
+        d = np.atleast_1d(np.asarray(distance, dtype=float))
+        key = ("multipliers", float(level), d.tobytes(), bool(one))
+        lo, hi = self._memo(key, lambda: self._multipliers(level, d, one))
+        return lo.copy(), hi.copy()
+
+    def _multipliers(self, level: float, d: np.ndarray, one: bool) -> tuple[np.ndarray, np.ndarray]:
         p = (1.0 - level) / 2.0
         z = self.scores_one if one else self.scores
-        d = np.atleast_1d(np.asarray(distance, dtype=float))
         lo, hi = np.full(d.size, math.inf), np.full(d.size, math.inf)
         for i, di in enumerate(d):
             w = self._weights(float(di))
@@ -539,10 +562,14 @@ class Calibration:
         scores (:func:`rlcurves.conformal.quantile_function`), at the largest error seen beyond
         :attr:`min_tail`. ``smooth``: linear between successive scores (a band drawn over many
         distances, without steps; see :func:`rlcurves.conformal.quantile_function`)."""
+        d = np.atleast_1d(np.asarray(distance, dtype=float))
+        key = ("z_values", int(n), d.tobytes(), bool(one), bool(smooth))
+        return self._memo(key, lambda: self._z_values(int(n), d, one, smooth)).copy()
+
+    def _z_values(self, n: int, d: np.ndarray, one: bool, smooth: bool) -> np.ndarray:
         u = (np.arange(n) + 0.5) / n
         upper = u >= 0.5
         z = self.scores_one if one else self.scores
-        d = np.atleast_1d(np.asarray(distance, dtype=float))
         cols = []
         for di in d:
             v = np.where(

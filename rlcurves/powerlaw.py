@@ -210,15 +210,12 @@ def fit_power_law(
     w = np.ones(cw.size) if s is None else 1.0 / s[window]
     log_c = np.log(cw)
 
-    def rss_at(log_b: float) -> float:
-        return float(_solve_linear_grid(log_c, rw, w, np.array([math.exp(log_b)]), a_bounds)[2][0])
-
     grid = np.linspace(*_LOG_B_RANGE, 241)
     values = _solve_linear_grid(log_c, rw, w, np.exp(grid), a_bounds)[2]
     i = int(np.argmin(values))
     lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, grid.size - 1)]
-    best = minimize_scalar(rss_at, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
-    log_b = float(best.x) if best.fun <= values[i] else float(grid[i])
+    best_x, best_fun = _bounded_search(log_c, rw, w, a_bounds, lo, hi)
+    log_b = best_x if best_fun <= values[i] else float(grid[i])
     B = math.exp(log_b)
     A, D, rss = _solve_linear(log_c, rw, w, B, a_bounds)
     at_bound = any(math.isfinite(b) and abs(A - b) <= 1e-9 * (1 + abs(b)) for b in a_bounds)
@@ -263,20 +260,51 @@ def fit_power_law_batch(
     y = np.atleast_2d(np.asarray(rewards, dtype=float))
     log_c = np.log(np.asarray(compute, dtype=float))
     grid = np.linspace(*_LOG_B_RANGE, 241)
-    rss = _batch_rss(log_c, y, np.exp(grid), a_bounds)[2]
-    rss = np.where(np.isfinite(rss), rss, np.inf)
-    i = np.clip(np.argmin(rss, axis=1), 1, grid.size - 2)
-    rows = np.arange(y.shape[0])
-    r_lo, r_mid, r_hi = rss[rows, i - 1], rss[rows, i], rss[rows, i + 1]
-    step = grid[1] - grid[0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        curv = r_lo - 2 * r_mid + r_hi
-        shift = np.where(curv > 0, 0.5 * (r_lo - r_hi) / curv, 0.0)
-    log_b = grid[i] + step * np.clip(np.nan_to_num(shift), -1.0, 1.0)
+    if COMPILED:
+        from ._powerlaw_kernels import grid_log_b, grid_sums
+
+        log_b = np.empty(y.shape[0])
+        sums = grid_sums(log_c, y, np.exp(grid))
+        grid_log_b(*sums[:2], log_c.size, *sums[2:], *map(float, a_bounds), grid, log_b)
+    else:
+        rss = _batch_rss(log_c, y, np.exp(grid), a_bounds)[2]
+        rss = np.where(np.isfinite(rss), rss, np.inf)
+        i = np.clip(np.argmin(rss, axis=1), 1, grid.size - 2)
+        rows = np.arange(y.shape[0])
+        r_lo, r_mid, r_hi = rss[rows, i - 1], rss[rows, i], rss[rows, i + 1]
+        step = grid[1] - grid[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            curv = r_lo - 2 * r_mid + r_hi
+            shift = np.where(curv > 0, 0.5 * (r_lo - r_hi) / curv, 0.0)
+        log_b = grid[i] + step * np.clip(np.nan_to_num(shift), -1.0, 1.0)
     A, D, _ = _batch_rss(log_c, y, np.exp(log_b), a_bounds, paired=True)
     B = np.exp(log_b)
     bad = ~(np.isfinite(A) & np.isfinite(D))
     return np.where(bad, np.nan, A), np.where(bad, np.nan, D), np.where(bad, np.nan, B)
+
+
+def _bounded_search(log_c, y, w, a_bounds, lo: float, hi: float) -> tuple[float, float]:
+    """The RSS's minimum over log B in ``[lo, hi]`` (tolerance 1e-10): scipy's bounded scalar
+    search, compiled (:func:`rlcurves._powerlaw_kernels.bounded_search`) unless
+    :data:`COMPILED` is off."""
+    if COMPILED:
+        from ._powerlaw_kernels import bounded_search
+
+        x, fun, _, _ = bounded_search(
+            log_c, y, w, *map(float, a_bounds), float(lo), float(hi), 1e-10, 500
+        )
+        return float(x), float(fun)
+
+    def rss_at(log_b: float) -> float:
+        return float(_solve_linear_grid(log_c, y, w, np.array([math.exp(log_b)]), a_bounds)[2][0])
+
+    best = minimize_scalar(rss_at, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10})
+    return float(best.x), float(best.fun)
+
+
+#: The power law's fits run their grid and search compiled (:mod:`rlcurves._powerlaw_kernels`);
+#: False: in numpy and scipy as before (benchmarks and tests compare the two).
+COMPILED = True
 
 
 def _batch_rss(log_c, y, B, a_bounds, *, paired: bool = False):

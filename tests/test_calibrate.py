@@ -276,3 +276,30 @@ def test_window_records_backtest_a_running_run_within_its_window():
 def test_default_calibration_names_the_kinds_it_has():
     with pytest.raises(RLCurvesError, match=r"metric_kind='loss'.*validation.*training reward"):
         default_calibration("loss")
+
+
+def test_remembered_draws_and_multipliers_are_the_computed_ones(monkeypatch):
+    """A calibration remembers its draws and multipliers by their arguments (a sweep asks for the
+    same ones run after run): the answers are those computed afresh with the memory off, at
+    other distances too, and a caller changing the array it got does not change the next
+    answer."""
+    import importlib
+
+    calibrate_module = importlib.import_module("rlcurves.calibrate")
+    cal = default_calibration().for_family(None)
+    asks = [(0.3, False, False), (0.3, True, False), (0.7, False, True), (1.2, True, True)]
+    remembered = {}
+    for d, one, smooth in asks * 2:  # the second pass answers from the memory
+        z = cal.z_values(500, d, one=one, smooth=smooth)
+        lo, hi = cal.multipliers(0.8, d, one=one)
+        remembered[(d, one, smooth)] = (z.copy(), lo.copy(), hi.copy())
+        z[:] = 0.0  # the caller's copy
+        lo[:] = 0.0
+    monkeypatch.setattr(calibrate_module, "MEMO_KEEP", 0)
+    fresh = default_calibration().for_family(None)
+    for (d, one, smooth), (z, lo, hi) in remembered.items():
+        np.testing.assert_array_equal(z, fresh.z_values(500, d, one=one, smooth=smooth))
+        got_lo, got_hi = fresh.multipliers(0.8, d, one=one)
+        np.testing.assert_array_equal(lo, got_lo)
+        np.testing.assert_array_equal(hi, got_hi)
+    assert len(cal.__dict__["_memo_cache"]) == 2 * len(asks) + 1  # and n

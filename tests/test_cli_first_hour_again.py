@@ -562,7 +562,7 @@ def test_first_use_notice_says_what_measured_the_wait(monkeypatch, capsys):
     monkeypatch.setattr(_warmup, "cache_is_cold", lambda: True)
     _warmup.notice_if_cold()
     err = capsys.readouterr().err
-    assert "benchmarks/first_fit.py" in err and "9 s on 2 idle cores" in err
+    assert "benchmarks/first_fit.py" in err and "13 s on 2 idle cores" in err
     assert "65 s on 2 busy ones" in err and "10-20 s" not in err
 
 
