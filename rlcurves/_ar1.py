@@ -109,10 +109,17 @@ def ar1_series(
     return out * sd
 
 
+_MAX_LAG = 20_000
+
+
 def mean_variance(k: int, rho: float) -> float:
-    """Variance of the mean of ``k`` evenly spaced AR(1) values of unit variance."""
+    """Variance of the mean of ``k`` evenly spaced AR(1) values of unit variance.
+
+    Lags past 20,000 are left out of the sum: their weight is at most ``RHO_MAX ** 20000``
+    (below 1e-170), and a level far beyond the data (a forecast at a million times the compute
+    seen) would otherwise sum billions of them."""
     if k <= 1:
         return 1.0
-    j = np.arange(1, k)
+    j = np.arange(1, min(k, _MAX_LAG))
     rho = clip_rho(rho)
     return float((1.0 + 2.0 * np.sum((1.0 - j / k) * rho**j)) / k)

@@ -39,6 +39,7 @@ KEYWORD_FLAGS = {
     "fractions": "--fractions",
     "target": "--target",
     "calibration": "--metric-kind",
+    "at": "--at",
 }
 #: --metric-kind's values, and the shipped calibration each names.
 METRIC_KINDS = {"validation": "validation", "training-reward": "training reward"}

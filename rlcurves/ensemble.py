@@ -178,9 +178,10 @@ def level_grid(at: float, spacing: float) -> np.ndarray:
     if not (spacing > 0 and math.isfinite(spacing)):
         return np.array([at])
     k = max(1, round(LEVEL_WINDOW * at / spacing))
-    grid = at - spacing * np.arange(k)
-    if k > _MAX_WINDOW_POINTS:
-        grid = np.linspace(grid[-1], at, _MAX_WINDOW_POINTS)
+    if k > _MAX_WINDOW_POINTS:  # the same oldest point, without the k points in between
+        grid = np.linspace(at - spacing * float(k - 1), at, _MAX_WINDOW_POINTS)
+    else:
+        grid = at - spacing * np.arange(k)
     return grid[grid > 0] if np.any(grid > 0) else np.array([at])
 
 

@@ -242,7 +242,12 @@ def forecast(
     scalar = np.ndim(at) == 0
     c = np.atleast_1d(np.asarray(at, dtype=float))
     if c.ndim != 1 or not np.all(np.isfinite(c)) or np.any(c < 0):
-        raise RLCurvesError(f"at must be finite compute values >= 0, got {at!r}")
+        bad = [float(v) for v in np.ravel(c) if not (np.isfinite(v) and v >= 0)][:5]
+        raise RLCurvesError(
+            f"at=<compute> takes finite compute values >= 0 (in the fit's compute units); got "
+            f"{', '.join(f'{v:g}' for v in bad) or repr(at)}",
+            at=bad,
+        )
     mean = np.asarray(fit.predict(c), dtype=float)
     rng = metric_range(fit)
     notes = _notes(fit, c)

@@ -615,3 +615,18 @@ def test_first_fit_numbers_on_the_fit_speed_page_are_the_benchmarks():
     assert all(r["notice_when_cold"] and not r["notice_after_warm_up"] for r in runs)
     idle = round(sum(c["first_fit"] for c in cold) / len(cold))
     assert f"first fit at {idle} s on 2 idle cores" in open(_warmup.__file__).read()
+
+
+def test_regression_forecast_far_past_the_data_and_a_bad_at_say_what_to_do(capsys):
+    """`rlcurves forecast example:recipe_long_pipe8_s0 --at 1e9` (a compute in the wrong unit,
+    say) ended in a MemoryError traceback (the level window's 10 billion evaluations), and a
+    negative or NaN --at was refused as "at must be ..., got array([-5.])": the far forecast is
+    made, and the bad one named as the flag with the value."""
+    run = "example:recipe_long_pipe8_s0"
+    assert main(["forecast", run, "--at", "1e9", "-q"]) == 0
+    assert "1e+09" in capsys.readouterr().out
+    for bad, said in (("-5", "got -5"), ("nan", "got nan")):
+        assert main(["forecast", run, "--at", "100", bad, "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "--at <compute> takes finite compute values >= 0" in err and said in err
+        assert "array(" not in err and "Traceback" not in err

@@ -15,6 +15,7 @@ from rlcurves.ensemble import (
     assemble,
     backtest_weights,
     combine,
+    level_grid,
     level_mask,
     members,
 )
@@ -134,3 +135,35 @@ def test_ar1_in_compute_and_one_clip():
     assert ar1_params(near_one, 0)[1] == RHO_MAX
     assert _lag1(near_one) == RHO_MAX
     assert mean_variance(10, 0.999) == mean_variance(10, RHO_MAX)
+
+
+def test_regression_a_forecast_far_beyond_the_data_does_not_build_its_whole_level_window():
+    """`rlcurves forecast RUN --at 1e9` on a run evaluated every few GPU-hours asked numpy for
+    the level window's 10 billion evaluations (77 GiB) before keeping 64 of them, and the AR(1)
+    variance of their mean summed 10 billion lags: a MemoryError traceback. The window is now
+    its 64 points from the same oldest one, and the sum stops at lags whose weight is below
+    1e-170; a forecast a million times past the data allocates little."""
+    import tracemalloc
+
+    from rlcurves import forecast
+
+    at, spacing = 1e12, 1.0
+    k = round(0.1 * at / spacing)
+    grid = level_grid(at, spacing)
+    assert grid.size == 64 and grid[-1] == at and grid[0] == at - spacing * (k - 1)
+    small = level_grid(700.0, 1.0)  # 70 evaluations: the same window as before the fix
+    np.testing.assert_array_equal(small, np.linspace(700.0 - 69.0, 700.0, 64))
+    for rho in (0.0, 0.5, RHO_MAX):
+        # the variance of the mean of k AR(1) values: (1 + 2 S) / k, S = sum (1 - j/k) rho^j
+        s = rho / (1 - rho) - rho * (1 - rho**k) / (k * (1 - rho) ** 2) if rho else 0.0
+        assert mean_variance(k, rho) == pytest.approx((1 + 2 * s) / k, rel=1e-9)
+    c = np.linspace(10.0, 1000.0, 100)
+    y = sigmoid(c, 0.6, 2.0, 300.0, 0.1) + np.random.default_rng(0).normal(0, 0.01, c.size)
+    fit = fit_sigmoid(c, y)
+    tracemalloc.start()
+    try:
+        fc = forecast(fit, 1e9, n=500, seed=0, progress=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert np.isfinite(fc.mean).all() and peak < 200e6

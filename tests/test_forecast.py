@@ -103,7 +103,7 @@ def test_intervals_respect_a_pass_rate_range():
 def test_bad_input(half_budget_fit):
     with pytest.raises(RLCurvesError, match="unknown forecast method"):
         forecast(half_budget_fit, 1e4, method="crystal-ball")
-    with pytest.raises(RLCurvesError, match="at must be"):
+    with pytest.raises(RLCurvesError, match="at=<compute> takes finite compute values"):
         forecast(half_budget_fit, -5.0, progress=False)
     with pytest.raises(RLCurvesError, match="level"):
         forecast(half_budget_fit, 1e4, level=1.5, progress=False)

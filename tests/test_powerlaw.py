@@ -159,6 +159,7 @@ def test_compiled_batch_fit_is_numpys_bit_for_bit(monkeypatch):
     for c, r in _power_law_problems(seed=3, count=40):
         Y = r[None, :] + rng.normal(0, 0.03, (150, c.size))
         Y[0] = 0.5  # a constant row: every exponent fits it exactly
+        Y[1, 0] = np.nan  # a row that cannot be fitted: NaN either way
         for bounds in ((0.0, 1.0), (-np.inf, np.inf)):
             got = {}
             for compiled in (True, False):
