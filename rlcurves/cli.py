@@ -274,6 +274,17 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def seed_arg(text: str) -> int:
+    """``--seed``'s type: a non-negative integer (numpy's generators take no other)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        seed = -1
+    if seed < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {text!r}")
+    return seed
+
+
 def add_metric_kind_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--metric-kind",
@@ -293,7 +304,7 @@ def calibration_arg(args: argparse.Namespace) -> str | None:
 
 def _add_interval_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--seed", type=seed_arg, default=0, help="random seed of the bootstrap")
 
 
 def _fit_from_args(args: argparse.Namespace, df: pd.DataFrame, c: str, r: str, label: str):

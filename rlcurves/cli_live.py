@@ -55,7 +55,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-compute", type=float, help="drop points below this compute")
     p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--seed", type=cli.seed_arg, default=0, help="random seed of the bootstrap")
     p.add_argument(
         "--n-samples", type=int, default=500, help="bootstrap resamples per forecast (500)"
     )
@@ -107,7 +107,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-compute", type=float, help="drop points below this compute")
     p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
-    p.add_argument("--seed", type=int, default=0, help="random seed of the bootstrap")
+    p.add_argument("--seed", type=cli.seed_arg, default=0, help="random seed of the bootstrap")
     p.add_argument(
         "--n-samples", type=int, default=500, help="bootstrap draws per run and prefix (500)"
     )

@@ -483,9 +483,11 @@ def _check_fittable(c, r, r0, lo, hi) -> None:
     n_params = 3 if r0 is not None else 4
     where = f" in the window [{lo if lo is not None else 0}, {hi if hi is not None else 'inf'}]"
     if c.size < n_params:
-        fixes = "widen the window (min_compute/max_compute) or add points"
+        fixes = "widen the window (min_compute= or max_compute=) or add points"
         if r0 is None:
-            fixes = "widen the window (min_compute/max_compute), add points, or fix R0 with r0="
+            fixes = (
+                "widen the window (min_compute= or max_compute=), add points, or fix R0 with r0="
+            )
         raise RLCurvesError(
             f"only {c.size} point(s){where}, fewer than the {n_params} parameters to fit; {fixes}.",
             n_points=int(c.size),

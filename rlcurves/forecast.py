@@ -239,6 +239,8 @@ def forecast(
     if method not in METHODS:
         raise RLCurvesError(f"unknown forecast method {method!r}; choose one of {list(METHODS)}")
     _tails(level)
+    if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise RLCurvesError(f"seed= takes a non-negative integer or None, got {seed!r}", seed=seed)
     scalar = np.ndim(at) == 0
     c = np.atleast_1d(np.asarray(at, dtype=float))
     if c.ndim != 1 or not np.all(np.isfinite(c)) or np.any(c < 0):
@@ -307,9 +309,9 @@ def forecast(
                 need = math.ceil(2 / (1 - level) - 1 - 1e-9)
                 notes.insert(
                     0,
-                    f"a {level:.0%} interval needs at least {need} calibration runs (each "
-                    f"{(1 - level) / 2:.1%} tail needs 1 / p - 1 runs behind it); {cal_name} "
-                    f"supports up to {cal.max_level:.1%}: the interval shown is the "
+                    f"a {100 * level:g}% interval needs at least {need} calibration runs "
+                    f"(each {100 * (1 - level) / 2:.3g}% tail needs 1 / p - 1 runs behind it); "
+                    f"{cal_name} supports up to {cal.max_level:.1%}: the interval shown is the "
                     f"{used:.1%} one (use a lower level, or calibrate on more finished runs)",
                 )
             scale = np.sqrt(cal.variance(ens))

@@ -630,3 +630,20 @@ def test_regression_forecast_far_past_the_data_and_a_bad_at_say_what_to_do(capsy
         err = capsys.readouterr().err
         assert "--at <compute> takes finite compute values >= 0" in err and said in err
         assert "array(" not in err and "Traceback" not in err
+
+
+def test_regression_a_negative_seed_and_an_empty_window_in_the_command_lines_words(capsys):
+    """`--seed -1` ended in numpy's "expected non-negative integer" traceback; an empty window
+    said "widen the window (min_compute/max_compute)", the Python keywords; a 99.9% level was
+    "a 100% interval". Now argparse refuses the seed in every command that takes one, the window
+    is named by its flags and the level as asked."""
+    run = "example:recipe_long_pipe8_s0"
+    for command in (["forecast", run, "--at", "200"], ["race", run, "--budget", "300"]):
+        with pytest.raises(SystemExit):
+            main([*command, "--seed", "-1", "-q"])
+        assert "--seed: must be a non-negative integer, got '-1'" in capsys.readouterr().err
+    assert main(["forecast", run, "--at", "200", "--min-compute", "1e12", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "widen the window (--min-compute or --max-compute)" in err and "min_compute" not in err
+    assert main(["forecast", run, "--at", "200", "--level", "0.999", "-q"]) == 0
+    assert "a 99.9% interval needs" in capsys.readouterr().out

@@ -101,6 +101,9 @@ def test_intervals_respect_a_pass_rate_range():
 
 
 def test_bad_input(half_budget_fit):
+    for seed in (-1, 1.5, "0"):  # numpy's ValueError, bare, before
+        with pytest.raises(RLCurvesError, match="seed= takes a non-negative integer or None"):
+            forecast(half_budget_fit, 1e4, seed=seed, progress=False)
     with pytest.raises(RLCurvesError, match="unknown forecast method"):
         forecast(half_budget_fit, 1e4, method="crystal-ball")
     with pytest.raises(RLCurvesError, match="at=<compute> takes finite compute values"):
@@ -174,7 +177,8 @@ def test_regression_a_level_the_calibration_cannot_support_is_said_and_the_neare
     fc = forecast(half_budget_fit, 16000.0, level=0.995, seed=0, progress=False, n=200)
     assert not fc.unbounded and fc.predictive is not None
     assert fc.info["level_used"] == pytest.approx(cal.max_level) and cal.max_level < 0.995
-    assert "a 100% interval needs at least 399 calibration runs" in fc.note
+    # the level as asked (it read "a 100% interval" for 99.5%, and a 0.1% tail for 0.25%)
+    assert "a 99.5% interval needs at least 399 calibration runs (each 0.25% tail" in fc.note
     assert f"the interval shown is the {cal.max_level:.1%} one" in fc.note
     assert 0.0 < fc.lower < fc.upper < 1.0 and np.isfinite(fc.info["multiplier"])
     ok = forecast(half_budget_fit, 16000.0, level=0.9, seed=0, progress=False, n=200)
