@@ -146,5 +146,5 @@ def normal_samples(fit: SigmoidFit, n: int, *, seed: int | None = 0) -> pd.DataF
 def tails(level: float) -> tuple[float, float]:
     """Lower and upper quantile probabilities of an equal-tailed interval at ``level``."""
     if not 0 < level < 1:
-        raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
+        raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
     return (1 - level) / 2, (1 + level) / 2

@@ -895,7 +895,7 @@ class Calibration:
 
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
-        raise RLCurvesError(f"level must be in (0, 1), got {level}; e.g. 0.9 for 90%")
+        raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
 
 
 _DEFAULT: dict[str, Calibration] = {}

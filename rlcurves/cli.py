@@ -274,6 +274,22 @@ def _add_fit_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def image_arg(text: str) -> str:
+    """An image file's type: a name whose extension matplotlib can write, checked before the
+    work (matplotlib is imported only when the flag is given)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    suffix = Path(text).suffix.lower().lstrip(".")
+    if suffix not in kinds:
+        what = f"'{text}' has no extension" if not suffix else f"matplotlib cannot write .{suffix}"
+        others = ", ".join(sorted(kinds))
+        raise argparse.ArgumentTypeError(
+            f"{what}; end the file name in .png, .pdf or .svg (or one of {others})"
+        )
+    return text
+
+
 def seed_arg(text: str) -> int:
     """``--seed``'s type: a non-negative integer (numpy's generators take no other)."""
     try:
@@ -863,7 +879,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_metric_kind_arg(p)
     p.add_argument("--target", type=float, help="also: compute to reach this reward")
-    p.add_argument("--plot", help="save the fit with its forecast band to this image")
+    p.add_argument(
+        "--plot", type=image_arg, help="save the fit with its forecast band to this image"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_forecast)
 
@@ -873,15 +891,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="variant to compare against (default: the first)")
     _add_interval_args(p)
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap draws per variant")
-    p.add_argument("--plot", help="save the A-B comparison plot to this image")
-    p.add_argument("--plot-curves", help="save every variant's curve, overlaid, to this image")
+    p.add_argument("--plot", type=image_arg, help="save the A-B comparison plot to this image")
+    p.add_argument(
+        "--plot-curves",
+        type=image_arg,
+        help="save every variant's curve, overlaid, to this image",
+    )
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("plot", help="plot the fit with its forecast band")
     _add_io_args(p)
     _add_fit_args(p)
-    p.add_argument("-o", "--output", required=True, help="image file to write (png, pdf, svg)")
+    p.add_argument(
+        "-o", "--output", type=image_arg, required=True, help="image file to write (png, pdf, svg)"
+    )
     p.add_argument("--to", type=float, help="forecast up to this compute (default: 2x the fit)")
     p.add_argument("--logx", action="store_true", help="log-scale compute axis")
     p.add_argument(
@@ -905,7 +929,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_interval_args(p)
     p.add_argument("--n-samples", type=int, default=1000, help="bootstrap resamples per prefix")
     add_metric_kind_arg(p)
-    p.add_argument("--plot", help="save the backtest plot to this image")
+    p.add_argument("--plot", type=image_arg, help="save the backtest plot to this image")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     p.set_defaults(func=cmd_backtest)
 

@@ -528,7 +528,7 @@ class Monitor:
         if not (math.isfinite(budget) and budget > 0):
             raise RLCurvesError(f"budget must be a positive compute value, got {budget}")
         if not 0 < level < 1:
-            raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
+            raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
         if target is not None and not math.isfinite(_number("target", target)):
             raise RLCurvesError(f"target must be a finite reward or None, got {target}")
         if min_fraction is not None and not 0 <= min_fraction <= 1:

@@ -92,7 +92,7 @@ class Predictive:
         """The central interval at ``level``: the ``(1 - level) / 2`` and ``(1 + level) / 2``
         quantiles."""
         if not 0 < level < 1:
-            raise RLCurvesError(f"level must be in (0, 1), got {level}; e.g. 0.9 for 90%")
+            raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
         lo, hi = self.quantile([(1 - level) / 2, (1 + level) / 2])
         return lo, hi
 

@@ -514,7 +514,7 @@ class Race:
         if not (math.isfinite(tolerance) and tolerance >= 0):
             raise RLCurvesError(f"tolerance must be a reward difference >= 0, got {tolerance}")
         if not 0 < level < 1:
-            raise RLCurvesError(f"level must be in (0, 1), e.g. 0.9; got {level}")
+            raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
         if min_fraction is not None and not 0 <= min_fraction <= 1:
             raise RLCurvesError(f"min_fraction must be in [0, 1], got {min_fraction}")
         for name, value in (

@@ -647,3 +647,29 @@ def test_regression_a_negative_seed_and_an_empty_window_in_the_command_lines_wor
     assert "widen the window (--min-compute or --max-compute)" in err and "min_compute" not in err
     assert main(["forecast", run, "--at", "200", "--level", "0.999", "-q"]) == 0
     assert "a 99.9% interval needs" in capsys.readouterr().out
+
+
+def test_regression_an_image_name_matplotlib_cannot_write_is_refused_before_the_work(
+    tmp_path, capsys
+):
+    """`rlcurves plot RUN -o p.txt` fitted the run, then ended in matplotlib's ValueError
+    traceback ("Format 'txt' is not supported"); a level out of range was named "level", the
+    Python keyword. Every image flag of the fitting commands (plot's -o, forecast's, compare's
+    and backtest's --plot, compare's --plot-curves; race's --out has its own check) now refuses
+    such a name as the flag, with the extensions that work, and --level is named as the flag."""
+    run = "example:recipe_long_pipe8_s0"
+    for command, flag in (
+        (["plot", run, "-o"], "-o/--output"),
+        (["forecast", run, "--at", "200", "--plot"], "--plot"),
+        (["backtest", run, "--plot"], "--plot"),
+    ):
+        for name, said in (("p.txt", "matplotlib cannot write .txt"), ("p", "has no extension")):
+            with pytest.raises(SystemExit):
+                main([*command, str(tmp_path / name), "-q"])
+            err = capsys.readouterr().err
+            assert f"argument {flag}: " in err and said in err and ".png, .pdf or .svg" in err
+    assert not list(tmp_path.iterdir())  # nothing written
+    assert main(["plot", run, "-o", str(tmp_path / "p.svg"), "-q"]) == 0
+    assert (tmp_path / "p.svg").stat().st_size > 0
+    assert main(["forecast", run, "--at", "200", "--level", "1.5", "-q"]) == 2
+    assert "--level must be in (0, 1), e.g. 0.9 for 90%; got 1.5" in capsys.readouterr().err
