@@ -116,9 +116,13 @@ def fit_sigmoid(
             return fit
     c, r, s = resolve_xy(compute, reward, data, sigma)
     if r0 is not None:
-        r0 = float(r0)
-        if not math.isfinite(r0):
-            raise RLCurvesError(f"r0 must be a finite number or None, got {r0}")
+        try:
+            r0_value = float(r0)
+        except (TypeError, ValueError):
+            r0_value = math.nan
+        if not math.isfinite(r0_value):
+            raise RLCurvesError(f"r0= must be a finite number or None, got {r0!r}", r0=r0)
+        r0 = r0_value
     window = _window(c, min_compute, max_compute)
     _check_fittable(c[window], r[window], r0, min_compute, max_compute)
     box = resolve_bounds(bounds, r, r0)

@@ -242,7 +242,12 @@ def forecast(
     if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
         raise RLCurvesError(f"seed= takes a non-negative integer or None, got {seed!r}", seed=seed)
     scalar = np.ndim(at) == 0
-    c = np.atleast_1d(np.asarray(at, dtype=float))
+    try:
+        c = np.atleast_1d(np.asarray(at, dtype=float))
+    except (TypeError, ValueError):
+        raise RLCurvesError(f"at=<compute> takes numbers (compute values); got {at!r}") from None
+    if c.size == 0:
+        raise RLCurvesError("at=<compute> is empty: give the compute value(s) to forecast at")
     if c.ndim != 1 or not np.all(np.isfinite(c)) or np.any(c < 0):
         bad = [float(v) for v in np.ravel(c) if not (np.isfinite(v) and v >= 0)][:5]
         raise RLCurvesError(

@@ -52,8 +52,10 @@ def test_bad_options():
         fit_sigmoid(C, R, bounds={"B": (0, 1)})
     with pytest.raises(RLCurvesError, match="sigma must be finite and > 0"):
         fit_sigmoid(C, R, sigma=np.zeros(C.size))
-    with pytest.raises(RLCurvesError, match="r0 must be a finite"):
+    with pytest.raises(RLCurvesError, match="r0= must be a finite"):
         fit_sigmoid(C, R, r0=float("nan"))
+    with pytest.raises(RLCurvesError, match="r0= must be a finite number or None, got 'x'"):
+        fit_sigmoid(C, R, r0="x")  # regression: float('x')'s bare ValueError
 
 
 def test_batch_bad_shapes():

@@ -101,6 +101,9 @@ def test_intervals_respect_a_pass_rate_range():
 
 
 def test_bad_input(half_budget_fit):
+    for at, said in (([], "is empty"), ("soon", "takes numbers")):  # numpy's errors, before
+        with pytest.raises(RLCurvesError, match=said):
+            forecast(half_budget_fit, at, progress=False)
     for seed in (-1, 1.5, "0"):  # numpy's ValueError, bare, before
         with pytest.raises(RLCurvesError, match="seed= takes a non-negative integer or None"):
             forecast(half_budget_fit, 1e4, seed=seed, progress=False)

@@ -343,3 +343,31 @@ def test_wandb_panel_bucket_means_are_flagged(tmp_path):
     assert any("__MIN != __MAX at 1 rows" in note for note in df.attrs["notes"])
     exact = read_log(DATA / "wandb" / "panel_eval_reward.csv", gpu_hours_per_step=0.2)
     assert not any("bucket" in note for note in exact.attrs["runs"]["run-a"]["notes"])
+
+
+def test_regression_a_spreadsheets_semicolon_csv_and_a_binary_file(tmp_path):
+    """A CSV saved by a spreadsheet in a locale whose decimal mark is a comma (``step;reward``,
+    ``0,35``) was read as one column named 'step;reward' ("no reward column recognized"); a
+    binary file named .csv ended in a bare UnicodeDecodeError. The semicolon table is read,
+    its decimal commas as points; the binary file is an RLCurvesError naming format=."""
+    from rlcurves import RLCurvesError
+
+    rows = [(10 * i, 0.1 + 0.05 * i) for i in range(1, 9)]
+    semi = tmp_path / "export.csv"
+    semi.write_text(
+        "step;val_reward;note\n"
+        + "".join(f"{s};{r:.2f};run a\n".replace(".", ",") for s, r in rows)
+    )
+    df = read_log(semi, gpu_hours_per_step=0.5)
+    np.testing.assert_allclose(df["reward"], [round(r, 2) for _, r in rows])
+    np.testing.assert_allclose(df["compute"], [0.5 * s for s, _ in rows])
+    assert "semicolon-separated" in df.attrs["format_how"]
+    dotted = tmp_path / "dotted.csv"
+    dotted.write_text("step;val_reward\n" + "".join(f"{s};{r}\n" for s, r in rows))
+    np.testing.assert_allclose(
+        read_log(dotted, gpu_hours_per_step=0.5)["reward"], [r for _, r in rows]
+    )
+    binary = tmp_path / "events.csv"
+    binary.write_bytes(b"\xf5" + np.random.default_rng(0).bytes(2000))
+    with pytest.raises(RLCurvesError, match=r"is not a text table .* format="):
+        read_log(binary)

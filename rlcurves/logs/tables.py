@@ -18,9 +18,15 @@ _WANDB_PANEL_COLUMN = re.compile(r"^(?P<run>.+) - (?P<metric>.+?)(?P<agg>__MIN|_
 def _separator(path: Path, first_line: str) -> str:
     if path.suffix.lower() == ".tsv":
         return "\t"
+    if "," not in first_line and first_line.count(";") > first_line.count("\t"):
+        return ";"  # a spreadsheet's CSV where the decimal mark is a comma
     if path.suffix.lower() == ".csv":
         return ","
     return "\t" if first_line.count("\t") > first_line.count(",") else ","
+
+
+_SEPARATOR_NAMES = {",": "comma", "\t": "tab", ";": "semicolon"}
+_DECIMAL_COMMA = re.compile(r"^\s*([-+]?\d*),(\d+(?:[eE][-+]?\d+)?)\s*$")
 
 
 def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
@@ -48,18 +54,29 @@ def load_table_text(path: Path, format_hint: str | None = None) -> RawLog:
         )
     except pd.errors.EmptyDataError as exc:
         raise empty_error(path, "the file is empty") from exc
+    except UnicodeDecodeError as exc:
+        raise RLCurvesError(
+            f"{path}: is not a text table (byte {exc.start} is not UTF-8: {exc.reason}). A "
+            "binary log needs its format= ('parquet', 'tensorboard'), or save the table as "
+            "UTF-8 CSV.",
+            file=str(path),
+        ) from exc
     except pd.errors.ParserError as exc:
         raise RLCurvesError(
-            f"{path}: could not be parsed as {'TSV' if sep == chr(9) else 'CSV'} ({exc}). "
+            f"{path}: could not be parsed as a {_SEPARATOR_NAMES[sep]}-separated table ({exc}). "
             "Pass format= with the right format.",
             file=str(path),
         ) from exc
     text = _drop_saved_index(text)
+    if sep == ";":  # a spreadsheet's decimal commas: 0,35 is 0.35 where commas separate nothing
+        text = text.apply(lambda col: col.str.replace(_DECIMAL_COMMA, r"\1.\2", regex=True))
     frame, nan_cells, text_cells = parse_text_table(text)
     if frame.empty:
         raise empty_error(path, f"the table has a header ({list(frame.columns)}) but no rows")
     fmt = "tsv" if sep == "\t" else "csv"
-    how = f"detected: {'tab' if sep == chr(9) else 'comma'}-separated table"
+    how = f"detected: {_SEPARATOR_NAMES[sep]}-separated table"
+    if sep == ";":
+        how += " (a decimal comma read as a point)"
     if format_hint in ("wandb-csv", None) and _is_wandb_panel(frame.columns):
         return _wandb_panel_to_long(frame, nan_cells, text_cells, path, how_hint=format_hint)
     if format_hint == "wandb-csv":
