@@ -387,10 +387,25 @@ def load(path: str | Path | None, overrides: list[str] | tuple[str, ...] = ()) -
     """Config from a YAML file (or the defaults when ``path`` is None) plus ``key=value`` items."""
     values: dict[str, Any] = {}
     if path is not None:
-        text = Path(path).read_text()
-        loaded = yaml.safe_load(text) or {}
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(
+                f"{path}: no such file (the configs shipped with the recipe are in "
+                "recipe/configs/, e.g. recipe/configs/cpu_demo.yaml)"
+            ) from None
+        except (IsADirectoryError, UnicodeDecodeError, PermissionError) as err:
+            raise ConfigError(f"{path}: cannot be read as a YAML config ({err})") from None
+        try:
+            loaded = yaml.safe_load(text) or {}
+        except yaml.YAMLError as err:
+            where = getattr(err, "problem_mark", None)
+            at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+            raise ConfigError(f"{path} is not valid YAML{at}: {err}") from None
         if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping of config keys, got {type(loaded)}")
+            raise ConfigError(
+                f"{path}: expected a mapping of config keys, got {type(loaded).__name__}"
+            )
         values.update(loaded)
     for item in overrides:
         key, value = parse_override(item)

@@ -160,3 +160,21 @@ def test_regression_exponent_without_a_dot_is_a_float(tmp_path):
     for bad in ("lr=fast", "lr=nan", "lr=inf"):
         with pytest.raises(ConfigError, match="'lr' must be float"):
             C.load(None, [bad])
+
+
+def test_regression_a_config_file_that_is_missing_or_not_yaml_is_a_config_error(tmp_path):
+    """`python -m recipe.train --config /nope.yaml` ended in a FileNotFoundError traceback, and a
+    file that is not YAML in yaml's own traceback: each is a ConfigError (the CLI prints
+    "config error: ..."), naming the file and, for bad YAML, the line."""
+    with pytest.raises(ConfigError, match=r"no such file .*recipe/configs/"):
+        C.load(tmp_path / "nope.yaml")
+    bad = tmp_path / "notes.md"
+    bad.write_text("# a title\nlr: 1e-6\nA ceiling: R(C) = A: B\n")
+    with pytest.raises(ConfigError, match=r"is not valid YAML \(line 3"):
+        C.load(bad)
+    with pytest.raises(ConfigError, match="cannot be read as a YAML config"):
+        C.load(tmp_path)  # a folder
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- lr\n- 1e-6\n")
+    with pytest.raises(ConfigError, match="expected a mapping of config keys, got list"):
+        C.load(listing)
