@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_config(args: argparse.Namespace) -> Config:
     """The run's config: from --config/--set, checked against OUT/config.yaml on --resume."""
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError(
+            f"--out {args.out} is a file; --out names the run's folder (config.yaml, log.jsonl, "
+            "checkpoints), new or a run to --resume"
+        )
     saved_path = Path(args.out) / "config.yaml"
     if args.resume and saved_path.exists():
         saved = config_mod.load(saved_path)

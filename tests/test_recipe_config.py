@@ -178,3 +178,15 @@ def test_regression_a_config_file_that_is_missing_or_not_yaml_is_a_config_error(
     listing.write_text("- lr\n- 1e-6\n")
     with pytest.raises(ConfigError, match="expected a mapping of config keys, got list"):
         C.load(listing)
+
+
+def test_regression_out_naming_a_file_is_a_config_error(tmp_path):
+    """`python -m recipe.train --out afile` where afile is a file ended in mkdir's
+    FileExistsError traceback after building the model: the CLI says it before the work."""
+    from recipe.cli import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("notes\n")
+    with pytest.raises(SystemExit, match=r"config error: --out .*afile is a file"):
+        main(["--out", str(afile)])
+    assert afile.read_text() == "notes\n"  # untouched
