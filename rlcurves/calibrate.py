@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import warnings
 import zlib
 from dataclasses import dataclass, field
@@ -250,6 +251,7 @@ def choose(records: pd.DataFrame) -> pd.DataFrame:
 #: How many answers of its draws and multipliers a calibration remembers (0: none; benchmarks
 #: time the code without the memory).
 MEMO_KEEP = 128
+_MEMO_LOCK = threading.Lock()
 
 
 @dataclass(eq=False)
@@ -463,11 +465,14 @@ class Calibration:
         if MEMO_KEEP <= 0:
             return make()
         cache = self.__dict__.setdefault("_memo_cache", {})
-        if key not in cache:
-            if len(cache) >= MEMO_KEEP:
-                cache.pop(next(iter(cache)))
-            cache[key] = make()
-        return cache[key]
+        value = cache.get(key)
+        if value is None:
+            value = make()
+            with _MEMO_LOCK:  # a Ray Tune scheduler's threads may share a calibration
+                while len(cache) >= MEMO_KEEP:
+                    cache.pop(next(iter(cache)))
+                cache[key] = value
+        return value
 
     n_runs = n
 
