@@ -143,6 +143,8 @@ def test_a_missing_metric_warns_with_the_metrics_found(tmp_path):
         (dict(compute="tokens"), "compute"),
         (dict(compute=-1.0), "positive"),
         (dict(compute="flos"), "budget"),
+        (dict(budget=-1), "budget= must be a positive compute value"),  # at train start, before
+        (dict(budget="x"), "got 'x'"),
     ],
 )
 def test_bad_settings_raise_the_documented_error(kwargs, word):

@@ -112,6 +112,17 @@ class ForecastCallback(TrainerCallback):
                 )
         elif not (math.isfinite(float(compute)) and float(compute) > 0):
             raise RLCurvesError(f"a cost per step must be a positive number, got {compute}")
+        if budget is not None:
+            try:
+                planned = float(budget)
+            except (TypeError, ValueError):
+                planned = math.nan
+            if not (math.isfinite(planned) and planned > 0):
+                raise RLCurvesError(
+                    "budget= must be a positive compute value in the units of compute= (the "
+                    f"run's planned steps, FLOPs or GPU-hours), or None; got {budget!r}"
+                )
+            budget = planned
         if compute == "flos" and budget is None:
             raise RLCurvesError("with compute='flos' give budget= (the planned FLOPs)")
         self.trainer = trainer
