@@ -746,9 +746,15 @@ def compare(
     ['recipe', 'fast']
     """
     if not isinstance(curves, Mapping) or len(curves) < 2:
+        hint = ""
+        if isinstance(curves, pd.DataFrame):
+            hint = (
+                "; for one long table of variants, map each variant to its rows, e.g. "
+                "dict(tuple(df.groupby('variant'))) with columns compute and reward"
+            )
         raise RLCurvesError(
             "curves must map at least two variant names to fits or data, e.g. "
-            "{'baseline': fit_a, 'fp32-head': fit_b}"
+            f"{{'baseline': fit_a, 'fp32-head': fit_b}}{hint}"
         )
     tails(level)
     names = [str(k) for k in curves]

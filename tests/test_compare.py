@@ -191,6 +191,9 @@ def test_bad_input_raises():
     pair = (C, sigmoid(C, 0.6, 2, 2000, R0))
     with pytest.raises(RLCurvesError, match="at least two"):
         compare({"a": pair})
+    long = pd.DataFrame({"variant": ["a"] * C.size, "compute": C, "reward": pair[1]})
+    with pytest.raises(RLCurvesError, match=r"dict\(tuple\(df.groupby\('variant'\)\)\)"):
+        compare(long)  # one long table: the message shows how to map it
     with pytest.raises(RLCurvesError, match="baseline"):
         compare({"a": pair, "b": pair}, baseline="c")
     with pytest.raises(RLCurvesError, match="expected a SigmoidFit"):
