@@ -596,7 +596,14 @@ def fit_sigmoid_batch(
     >>> round(float(table["A"].median()), 2)
     0.61
     """
-    y = np.asarray(rewards, dtype=float)
+    try:
+        y = np.asarray(rewards, dtype=float)
+    except ValueError as err:
+        raise RLCurvesError(
+            "rewards must be a 2-D array (curves x points) of numbers, every curve on the same "
+            f"compute points ({err}); curves of different lengths: fit each with fit_sigmoid, "
+            "or fit_runs on a long table"
+        ) from None
     if y.ndim != 2:
         raise RLCurvesError(f"rewards must be 2-D (curves x points), got shape {y.shape}")
     c = np.asarray(compute, dtype=float)

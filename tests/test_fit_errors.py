@@ -59,6 +59,8 @@ def test_bad_options():
 
 
 def test_batch_bad_shapes():
+    with pytest.raises(RLCurvesError, match="every curve on the same compute points"):
+        fit_sigmoid_batch(C, [R, R[:5]])  # ragged: numpy's inhomogeneous-shape ValueError before
     with pytest.raises(RLCurvesError, match="2-D"):
         fit_sigmoid_batch(C, R)
     with pytest.raises(RLCurvesError, match="does not match"):
