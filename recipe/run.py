@@ -65,6 +65,13 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
     device = distributed.rank_device(resolve_device(cfg.device), ranks)
     task = load_task(cfg)
     init = Path(cfg.init) if cfg.init is not None else out / "init"
+    if cfg.init is not None and not (init / "config.json").is_file():
+        what = "no such folder" if not init.exists() else "no config.json in it"
+        raise ConfigError(
+            f"init={cfg.init}: {what}; init names a local Hugging Face model folder "
+            "(config.json, weights, tokenizer: save_pretrained's output), never a hub id (the "
+            "recipe downloads nothing), or null to build and warm up a small model in OUT/init"
+        )
     needs_warm_up = cfg.init is None and not (init / "config.json").exists()
     needs_warm_up = distributed.broadcast(needs_warm_up, ranks)  # rank 0's view decides
     if needs_warm_up and ranks.main:

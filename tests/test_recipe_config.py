@@ -190,3 +190,17 @@ def test_regression_out_naming_a_file_is_a_config_error(tmp_path):
     with pytest.raises(SystemExit, match=r"config error: --out .*afile is a file"):
         main(["--out", str(afile)])
     assert afile.read_text() == "notes\n"  # untouched
+
+
+def test_regression_init_that_is_not_a_model_folder_is_a_config_error(tmp_path):
+    """`--set init=/nonexistent/model` ended in transformers' hub traceback ("Repo id must be
+    in the form ..."), and a folder without config.json in its "Unrecognized model" traceback:
+    both are config errors before anything is built, saying what init takes."""
+    from recipe.cli import main
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for init, what in ((tmp_path / "nope", "no such folder"), (empty, "no config.json in it")):
+        with pytest.raises(SystemExit, match=f"config error: init=.*: {what}; init names a local"):
+            main(["--out", str(tmp_path / "run"), "--set", f"init={init}"])
+    assert not (tmp_path / "run" / "log.jsonl").exists()  # a corrected rerun needs no --resume
