@@ -29,19 +29,26 @@ from ._kernels import _cached_njit, _jit
 
 
 @_jit
+def _clipped(A, su, suu, suy, lo, hi):
+    """A clipped to ``[lo, hi]`` (a non-finite A to ``lo``, or 0 when unbounded) and D re-solved
+    for it, as numpy's ``np.clip`` and ``np.maximum(suu, 1e-300)`` do it (NaN stays NaN)."""
+    a = A if math.isfinite(A) else (lo if math.isfinite(lo) else 0.0)
+    if a < lo:
+        a = lo
+    elif a > hi:
+        a = hi
+    m = suu if (suu >= 1e-300 or math.isnan(suu)) else 1e-300
+    return a, (a * su - suy) / m
+
+
+@_jit
 def _cell_rss(sy, syy, n, su, suu, suy, lo, hi):
     """One grid cell of ``powerlaw._batch_rss``: the RSS at the closed-form (A, D), A clipped."""
     det = n * suu - su * su
     A = (sy * suu - su * suy) / det
     D = (sy * su - n * suy) / det
     if not (A >= lo and A <= hi):
-        a = A if math.isfinite(A) else (lo if math.isfinite(lo) else 0.0)
-        if a < lo:  # np.clip: NaN stays NaN
-            a = lo
-        elif a > hi:
-            a = hi
-        m = suu if (suu >= 1e-300 or math.isnan(suu)) else 1e-300
-        A, D = a, (a * su - suy) / m
+        A, D = _clipped(A, su, suu, suy, lo, hi)
     return syy - 2 * A * sy + 2 * D * suy + A * A * n - 2 * A * D * su + D * D * suu
 
 
@@ -102,13 +109,7 @@ def rss_one(log_c, y, w, B, lo, hi):
     A = (sy * suu - su * suy) / det
     D = (sy * su - s0 * suy) / det
     if not (A >= lo and A <= hi) or not math.isfinite(A):
-        a = A if math.isfinite(A) else (lo if math.isfinite(lo) else 0.0)
-        if a < lo:
-            a = lo
-        elif a > hi:
-            a = hi
-        m = suu if (suu >= 1e-300 or math.isnan(suu)) else 1e-300
-        A, D = a, (a * su - suy) / m
+        A, D = _clipped(A, su, suu, suy, lo, hi)
     rss = 0.0
     for j in range(log_c.size):
         resid = y[j] - A + D * math.exp(-(B * log_c[j]))
