@@ -111,3 +111,19 @@ def test_link_checker_finds_a_broken_link(tmp_path):
     (tmp_path / "c.png").write_bytes(b"png")
     (tmp_path / "b.html").write_text('<p id="there"></p>')
     assert check_links.check(tmp_path)[0] == []
+
+
+def test_regression_no_page_holds_a_scripts_raw_printout():
+    """docs/benchmarks/race_scale.md once carried three lines a script printed while the page
+    was written ("10 7.743283870783984e-09"): bare numbers outside any table or sentence."""
+    import re
+
+    printout = re.compile(r"^\s*[-+0-9.e]+(\s+[-+0-9.e]+)+\s*$")
+    bad = [
+        f"{page.relative_to(ROOT)}:{i}: {line}"
+        for page in sorted((ROOT / "docs").rglob("*.md"))
+        if "_build" not in page.parts
+        for i, line in enumerate(page.read_text().splitlines(), 1)
+        if printout.match(line)
+    ]
+    assert not bad, bad
