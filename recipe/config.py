@@ -213,6 +213,8 @@ def _coerce(name: str, value: Any) -> Any:
             return value
         raise ConfigError(f"config key {name!r} must be true or false, got {value!r}")
     if base is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not math.isfinite(value):  # YAML's .nan and .inf: NaN weights, or a torch traceback
+            raise ConfigError(f"config key {name!r} must be float and finite, got {value!r}")
         return float(value)
     if base is float and isinstance(value, str):
         # YAML 1.1 reads 1e-4 (no dot) as a string; a finite number written so is meant

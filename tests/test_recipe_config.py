@@ -204,3 +204,16 @@ def test_regression_init_that_is_not_a_model_folder_is_a_config_error(tmp_path):
         with pytest.raises(SystemExit, match=f"config error: init=.*: {what}; init names a local"):
             main(["--out", str(tmp_path / "run"), "--set", f"init={init}"])
     assert not (tmp_path / "run" / "log.jsonl").exists()  # a corrected rerun needs no --resume
+
+
+@pytest.mark.parametrize(
+    "item", ["lr=.nan", "weight_decay=.nan", "eps_max=.NaN", "warmup_mix=.nan", "grad_clip=.inf",
+             "temperature=.inf", "adam_eps=-.inf", "positive_threshold=.nan"],
+)  # fmt: skip
+def test_regression_nan_or_inf_float_is_refused(item):
+    """YAML's .nan and .inf passed as floats: `--set lr=.nan` ended in torch's "Invalid learning
+    rate: nan" traceback, and weight_decay, eps_max or warmup_mix = .nan trained silently (NaN
+    weights, a NaN clip bound): each is a config error naming the key."""
+    key = item.split("=")[0]
+    with pytest.raises(ConfigError, match=f"config key '{key}' must be float and finite, got"):
+        C.load(None, [item])
