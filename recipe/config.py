@@ -178,6 +178,7 @@ CHOICES = {
     "dtype": ("float32", "bfloat16"),
     "weight_transfer": ("rpc", "nccl"),
 }
+TASKS = ("addition", "addition_lsb", "addition_chain", "gsm8k")  # built in (recipe/tasks)
 POSITIVE = (
     "eps_max", "max_lag", "digits", "chain_terms", "train_prompts", "val_prompts",
     "val_samples_per_prompt", "n_layer", "hidden", "heads", "intermediate", "steps",
@@ -312,6 +313,13 @@ def validate(cfg: Config) -> Config:
                 "config key 'generator_devices' places vLLM engines on GPUs: it needs "
                 "generator=vllm and a CUDA device (set it to null)"
             )
+    if cfg.task not in TASKS and ":" not in cfg.task:
+        close = difflib.get_close_matches(cfg.task, TASKS, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"config key 'task' = {cfg.task!r} is not a task{hint}; choose one of {list(TASKS)}, "
+            "or a user task 'my_module:MyTask' or 'path/to/file.py:MyTask' (recipe/tasks)"
+        )
     if cfg.init is None and cfg.task not in ("addition", "addition_lsb", "addition_chain"):
         raise ConfigError(
             f"config key 'init' is needed with task={cfg.task!r}: the built model only knows "

@@ -217,3 +217,19 @@ def test_regression_nan_or_inf_float_is_refused(item):
     key = item.split("=")[0]
     with pytest.raises(ConfigError, match=f"config key '{key}' must be float and finite, got"):
         C.load(None, [item])
+
+
+def test_regression_a_task_that_does_not_exist_lists_the_tasks():
+    """`--set task=additon` (a typo) said "config key 'init' is needed with task='additon'",
+    sending the user after a model folder: an unknown task name is now refused as such, with
+    the closest name and the tasks there are."""
+    with pytest.raises(ConfigError) as err:
+        C.load(None, ["task=additon"])
+    text = str(err.value)
+    assert "config key 'task' = 'additon' is not a task (did you mean addition?)" in text
+    for name in ("addition_lsb", "addition_chain", "gsm8k", "path/to/file.py:MyTask"):
+        assert name in text
+    assert "init" not in text
+    # a user task ('module:Class') still needs init, as before
+    with pytest.raises(ConfigError, match="config key 'init' is needed"):
+        C.load(None, ["task=my_task.py:MyTask"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -88,11 +89,15 @@ def test_user_task_is_loaded_from_a_file_or_module(tmp_path):
     for spec, match in [
         ("nonexistent_module_xyz:Task", "importing"),
         (f"{recipe_helpers.DIGIT_TASK}:Missing", "no attribute"),
-        ("no_colon_here", "not built in"),
         ("missing_file.py:Task", "does not exist"),
     ]:
         with pytest.raises(TaskError, match=match):
             load_task(recipe_helpers.hf_cfg(tmp_path, task=spec))
+    # a name neither built in nor 'module:Class' is refused with the config, before the task
+    with pytest.raises(ConfigError, match="'no_colon_here' is not a task"):
+        recipe_helpers.hf_cfg(tmp_path, task="no_colon_here")
+    with pytest.raises(TaskError, match="not built in"):  # a Config built without validation
+        load_task(dataclasses.replace(cfg, task="no_colon_here"))
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "llama"])
