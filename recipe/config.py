@@ -330,6 +330,13 @@ def validate(cfg: Config) -> Config:
             "config key 'task_data' is needed with task=gsm8k: a local .jsonl or .parquet file "
             "of {question, answer} rows"
         )
+    space = 10 ** (2 * cfg.digits)  # the addition tasks' distinct problems (a + b)
+    if cfg.task in TASKS[:3] and cfg.train_prompts + cfg.val_prompts > space:
+        raise ConfigError(
+            f"config keys 'train_prompts' + 'val_prompts' = {cfg.train_prompts} + "
+            f"{cfg.val_prompts} exceed the {space} distinct problems of {cfg.digits}-digit "
+            f"addition (task={cfg.task}); lower them or raise 'digits'"
+        )
     if cfg.task in ("addition", "addition_lsb") and cfg.max_new_tokens < cfg.digits + 2:
         raise ConfigError(
             f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"

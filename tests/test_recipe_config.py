@@ -233,3 +233,18 @@ def test_regression_a_task_that_does_not_exist_lists_the_tasks():
     # a user task ('module:Class') still needs init, as before
     with pytest.raises(ConfigError, match="config key 'init' is needed"):
         C.load(None, ["task=my_task.py:MyTask"])
+
+
+@pytest.mark.parametrize("task", ["addition", "addition_lsb", "addition_chain"])
+def test_regression_more_prompts_than_the_addition_task_has_is_a_config_error(task):
+    """`--set digits=1` with the default 20,000 + 500 prompts ended, after the run folder was
+    made, in split_problems' ValueError traceback (only 100 one-digit problems exist)."""
+    extra = ["max_new_tokens=32"] if task == "addition_chain" else []
+    with pytest.raises(ConfigError) as err:
+        C.load(None, [f"task={task}", "digits=1", "chain_terms=2", *extra])
+    text = str(err.value)
+    assert "'train_prompts' + 'val_prompts' = 20000 + 500 exceed the 100 distinct" in text
+    assert "raise 'digits'" in text
+    ok = C.load(None, [f"task={task}", "digits=1", "chain_terms=2", "train_prompts=80",
+                       "val_prompts=20", *extra])  # fmt: skip
+    assert ok.train_prompts + ok.val_prompts == 100
