@@ -262,6 +262,12 @@ def validate(cfg: Config) -> Config:
         value = getattr(cfg, name)
         if value is not None and value < 0:
             raise ConfigError(f"config key {name!r} must be >= 0, got {value!r}")
+    if cfg.generations == 1:
+        raise ConfigError(
+            "config key 'generations' = 1 leaves nothing to learn: a completion's advantage is "
+            "its reward minus the mean of its prompt's completions, always 0 for one (and the "
+            "zero-variance filter drops every prompt); use at least 2 (the recipe: 16)"
+        )
     if cfg.positive_threshold is not None and not 0 < cfg.positive_threshold <= 1:
         raise ConfigError(
             f"config key 'positive_threshold' must be in (0, 1] or null (off), "

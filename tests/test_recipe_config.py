@@ -248,3 +248,12 @@ def test_regression_more_prompts_than_the_addition_task_has_is_a_config_error(ta
     ok = C.load(None, [f"task={task}", "digits=1", "chain_terms=2", "train_prompts=80",
                        "val_prompts=20", *extra])  # fmt: skip
     assert ok.train_prompts + ok.val_prompts == 100
+
+
+@pytest.mark.parametrize("extra", [[], ["adv_norm=none", "zero_variance_filter=false"]])
+def test_regression_one_generation_per_prompt_is_a_config_error(extra):
+    """generations=1 ran every step without learning (each completion is its group's mean, so
+    its advantage is 0; the zero-variance filter dropped every prompt): a config error now."""
+    with pytest.raises(ConfigError, match=r"'generations' = 1 leaves nothing to learn.*at least 2"):
+        C.load(None, ["generations=1", *extra])
+    assert C.load(None, ["generations=2", *extra]).generations == 2
