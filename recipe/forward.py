@@ -28,6 +28,8 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from transformers import PreTrainedModel
 
+from recipe.config import ConfigError
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 LOGPROB_CHUNK = 1024  # rows (tokens) per head chunk
 
@@ -38,7 +40,15 @@ def resolve_device(name: str) -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {name!r} requested but torch sees no CUDA device")
+        raise ConfigError(
+            f"config key 'device' = {name!r}, but torch sees no CUDA device here (torch "
+            f"{torch.__version__}); use device=auto (CUDA when there is one) or cpu"
+        )
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ConfigError(
+            f"config key 'device' = {name!r}, but torch sees {torch.cuda.device_count()} CUDA "
+            f"device(s) (cuda:0 .. cuda:{torch.cuda.device_count() - 1}); use one of them or auto"
+        )
     return device
 
 

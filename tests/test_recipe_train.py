@@ -213,3 +213,22 @@ def test_sigkilled_process_resumes(tmp_path, init_dir):
     hours = [r["gpu_hours"] for r in rows]
     assert hours == sorted(hours)
     assert killed_at < 60
+
+
+def test_regression_a_cuda_device_that_is_not_there_is_a_config_error(tmp_path, monkeypatch):
+    """`--set device=cuda` on a machine without CUDA ended in resolve_device's RuntimeError
+    traceback (and cuda:N past the last GPU in torch's 'invalid device ordinal'): both are
+    config errors naming the key and what to use, before any log is written."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"config error: config key 'device' = 'cuda', but torch "
+                       "sees no CUDA device.*use device=auto"):  # fmt: skip
+        cli.main(["--out", str(tmp_path / "run"), "--set", "device=cuda", "--set", "steps=1"])
+    assert not (tmp_path / "run" / "log.jsonl").exists()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    from recipe.forward import resolve_device
+
+    assert resolve_device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(ConfigError, match=r"'cuda:2', but torch sees 2 CUDA device\(s\) "
+                       r"\(cuda:0 .. cuda:1\)"):  # fmt: skip
+        resolve_device("cuda:2")
