@@ -400,7 +400,18 @@ def restore(path: Path, model, optimizer, ranks=distributed.SINGLE) -> dict | No
     the state, or None when there is no checkpoint (a fresh start)."""
     if not path.exists():
         return None
-    state = load_checkpoint(path)
+    try:  # weights_only: a checkpoint is never unpickled, whatever the file holds
+        state = load_checkpoint(path)
+    except Exception as err:
+        state = err
+    if not isinstance(state, dict) or not ({"model", "shards"} & state.keys()):
+        why = type(state).__name__ if isinstance(state, BaseException) else "no model state"
+        raise ConfigError(
+            f"--resume: {path} is not a checkpoint this trainer can read ({why}): damaged (a "
+            "full disk, a copy cut short) or another program's; the log is left as it is. "
+            "Start a new --out (or move the file away to start this folder over: its log rows "
+            "are then dropped)"
+        )
     sharded = "shards" in state
     if sharded != ranks.active or (sharded and state["world"] != ranks.world):
         saved = f"{state['world']} ranks" if sharded else "one process"
@@ -448,6 +459,15 @@ class Log:
 
     def __init__(self, path: Path, keep_bytes: int | None) -> None:
         if keep_bytes is not None:
+            size = path.stat().st_size if path.is_file() else None
+            if size is None or size < keep_bytes:
+                held = "is missing" if size is None else f"holds {size} bytes"
+                raise ConfigError(
+                    f"--resume: {path} {held}, but the checkpoint was written when it held "
+                    f"{keep_bytes}: the log was cut, replaced or removed since, and resuming "
+                    "would lose its rows up to the checkpoint; put the log back, or start a new "
+                    "--out"
+                )
             with open(path, "r+b") as f:
                 f.truncate(keep_bytes)
         elif path.exists():

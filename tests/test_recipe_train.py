@@ -232,3 +232,43 @@ def test_regression_a_cuda_device_that_is_not_there_is_a_config_error(tmp_path, 
     with pytest.raises(ConfigError, match=r"'cuda:2', but torch sees 2 CUDA device\(s\) "
                        r"\(cuda:0 .. cuda:1\)"):  # fmt: skip
         resolve_device("cuda:2")
+
+
+def test_regression_resume_with_a_damaged_checkpoint_or_log_is_a_config_error(tmp_path, init_dir):
+    """--resume on a folder whose checkpoint.pt was empty, random bytes or a pickle ended in
+    torch.load's traceback (the pickle's advising to allowlist globals); a missing log.jsonl in
+    open's FileNotFoundError, and a log shorter than the checkpoint recorded was silently padded
+    with NUL bytes up to that length. Each is a config error now, the files left as they are."""
+    import shutil
+
+    cfg = tiny_cfg(init_dir, steps=4)
+    base = tmp_path / "base"
+    T.run(cfg, base, stop_after=3)  # checkpoint at step 2, rows up to 3
+    log_bytes = (base / "log.jsonl").read_bytes()
+
+    def damaged(name, change):
+        out = tmp_path / name
+        shutil.copytree(base, out)
+        change(out)
+        return out
+
+    for name, change in [
+        ("empty", lambda out: (out / "checkpoint.pt").write_bytes(b"")),
+        ("noise", lambda out: (out / "checkpoint.pt").write_bytes(bytes(range(256)) * 4)),
+        ("pickle", lambda out: torch.save({"step": 2, "model": object}, out / "checkpoint.pt")),
+        ("other", lambda out: torch.save({"weights": torch.ones(2)}, out / "checkpoint.pt")),
+    ]:
+        out = damaged(name, change)
+        with pytest.raises(ConfigError, match=r"checkpoint.pt is not a checkpoint this trainer "
+                           r"can read .*log is left as it is"):  # fmt: skip
+            T.run(cfg, out, resume=True)
+        assert (out / "log.jsonl").read_bytes() == log_bytes, name
+    out = damaged("nolog", lambda out: (out / "log.jsonl").unlink())
+    with pytest.raises(ConfigError, match=r"log.jsonl is missing, but the checkpoint was written"):
+        T.run(cfg, out, resume=True)
+    assert not (out / "log.jsonl").exists()
+    out = damaged("short", lambda out: (out / "log.jsonl").write_bytes(log_bytes[:100]))
+    with pytest.raises(ConfigError, match=r"log.jsonl holds 100 bytes, but the checkpoint was "
+                       r"written when it held \d+"):  # fmt: skip
+        T.run(cfg, out, resume=True)
+    assert (out / "log.jsonl").read_bytes() == log_bytes[:100]  # no NUL padding
