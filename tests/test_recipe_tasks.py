@@ -129,3 +129,30 @@ def test_cli_reports_a_broken_user_task(tmp_path):
             "--out", str(tmp_path / "run"), "--set", f"init={folder}",
             "--set", f"task={recipe_helpers.DIGIT_TASK}:Nope",
         ])  # fmt: skip
+
+
+def test_regression_a_malformed_task_data_file_is_a_task_error(tmp_path):
+    """task_data that is a JSON array or lines of non-objects ended in AttributeError ('list'
+    object has no attribute 'get'), a binary file in UnicodeDecodeError, a broken .parquet in
+    pyarrow's ArrowInvalid, all tracebacks; each is a TaskError (the CLI's "config error: ...")
+    naming the file and the format it takes."""
+    row = {"question": "1+1?", "answer": "so #### 2"}
+    cases = {
+        "array.json": (json.dumps([row, row]) + "\n", "row 1 is a JSON list, not an object"),
+        "strings.jsonl": ('"hello"\n', "row 1 is a JSON str, not an object"),
+        "binary.jsonl": (b"\xff\xfe\x00\x81" * 50, "is not UTF-8 text"),
+        "broken.parquet": (b"PAR1 not really" * 10, "cannot be read as Parquet"),
+    }
+    for name, (content, match) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+        with pytest.raises(TaskError, match=match):
+            MathTask(path, n_val=0, seed=0)
+    with pytest.raises(TaskError, match=r"is a folder; name a \.jsonl or \.parquet file"):
+        MathTask(tmp_path, n_val=0, seed=0)
+    folder = recipe_helpers.build_hf_folder("qwen2", tmp_path / "model")
+    with pytest.raises(SystemExit, match=r"config error: .*array\.json: row 1 is a JSON list"):
+        cli.main([
+            "--out", str(tmp_path / "run"), "--set", f"init={folder}", "--set", "task=gsm8k",
+            "--set", f"task_data={tmp_path / 'array.json'}",
+        ])  # fmt: skip

@@ -27,15 +27,32 @@ _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 def read_rows(path: str | Path) -> list[dict]:
     """Rows of a ``.jsonl`` (one JSON object per line) or ``.parquet`` file."""
     path = Path(path)
+    if path.is_dir():
+        raise TaskError(f"task data {str(path)!r} is a folder; name a .jsonl or .parquet file")
     if not path.is_file():
         raise TaskError(f"task data file {str(path)!r} does not exist")
     if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(path).to_pylist()
+        try:
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise TaskError(
+                f"task data {str(path)!r}: reading Parquet needs pyarrow (pip install pyarrow); "
+                "or give a .jsonl file"
+            ) from None
+        try:
+            return pq.read_table(path).to_pylist()
+        except Exception as err:  # pyarrow's ArrowInvalid, OSError
+            raise TaskError(f"task data {str(path)!r} cannot be read as Parquet: {err}") from None
     if path.suffix in (".jsonl", ".json"):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise TaskError(
+                f"task data {str(path)!r} is not UTF-8 text ({err}); a .jsonl file holds one "
+                "JSON object per line"
+            ) from None
         rows = []
-        for n, line in enumerate(path.read_text().splitlines(), 1):
+        for n, line in enumerate(text.splitlines(), 1):
             if line.strip():
                 try:
                     rows.append(json.loads(line))
@@ -75,6 +92,12 @@ def same_number(a: float | None, b: float | None, tol: float = TOLERANCE) -> boo
 def to_prompts(rows: list[dict], source: str) -> list[Prompt]:
     prompts = []
     for n, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise TaskError(
+                f"{source}: row {n} is a JSON {type(row).__name__}, not an object; write one "
+                '{"question": ..., "answer": "... #### <number>"} object per line (JSON Lines, '
+                "not one JSON array)"
+            )
         q, a = row.get("question"), row.get("answer")
         if not isinstance(q, str) or not isinstance(a, str) or "####" not in a:
             raise TaskError(
