@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import numbers
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -112,3 +113,46 @@ def resolve_xy(
 
 def as_name_list(values: Sequence[str] | str) -> list[str]:
     return [values] if isinstance(values, str) else list(values)
+
+
+def check_seed(seed: object, *, allow_none: bool = True) -> int | None:
+    """``seed`` itself when it is a non-negative integer (or None, where ``allow_none``); else an
+    RLCurvesError naming ``seed=`` (numpy's own error names no keyword)."""
+    if (seed is None and allow_none) or (isinstance(seed, (int, np.integer)) and seed >= 0):
+        return seed  # type: ignore[return-value]
+    takes = "a non-negative integer or None" if allow_none else "a non-negative integer"
+    raise RLCurvesError(f"seed= takes {takes}, got {seed!r}", seed=seed)
+
+
+def check_numbers(**settings: object) -> None:
+    """Each keyword given (not None) a real number, or an RLCurvesError naming it: a setting given
+    as text or as a list fails here, in its keyword's words, instead of in a comparison."""
+    for name, value in settings.items():
+        if value is not None and not isinstance(value, numbers.Real):
+            raise RLCurvesError(f"{name}= must be a number, got {value!r}", **{name: value})
+
+
+#: The keywords of :func:`rlcurves.fit_sigmoid` that a ``fit_kws=`` dict may set (not the data,
+#: which the caller passes, nor the label).
+FIT_KEYWORDS = ("r0", "min_compute", "max_compute", "sigma", "method", "bounds", "absolute_sigma",
+                "options", "loss", "f_scale")  # fmt: skip
+
+
+def check_fit_kws(fit_kws: object, allowed: Sequence[str] = FIT_KEYWORDS) -> dict:
+    """``fit_kws`` as a dict, checked when it is given: a key that ``rlcurves.fit_sigmoid`` does
+    not take is an RLCurvesError now, not a TypeError at the first fit."""
+    if fit_kws is None:
+        return {}
+    if not isinstance(fit_kws, Mapping):
+        raise RLCurvesError(
+            "fit_kws= must be a dict of rlcurves.fit_sigmoid keywords (e.g. {'r0': 0.1}), got "
+            f"{type(fit_kws).__name__}"
+        )
+    unknown = sorted(str(k) for k in fit_kws if k not in allowed)
+    if unknown:
+        raise RLCurvesError(
+            f"fit_kws= holds {unknown}, which the fit does not take; its keywords are "
+            f"{list(allowed)}",
+            unknown=unknown,
+        )
+    return dict(fit_kws)

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from ._data import check_fit_kws, check_numbers, check_seed
 from ._format import compute_label, format_compute, units_of
 from .decide import (
     ADVICE,
@@ -481,9 +482,11 @@ class Monitor:
     Raises
     ------
     RLCurvesError
-        A non-positive ``budget``, ``level`` outside (0, 1), a rule or threshold out of range,
-        or a ``baseline`` it cannot read (a path, a number, draws or a forecast); ``update``
-        raises on compute and reward of different lengths or non-numeric values.
+        A non-positive ``budget``, ``level`` outside (0, 1), a rule or threshold out of range
+        or not a number, a ``seed`` that is not a non-negative integer or None, ``fit_kws`` that
+        ``fit_sigmoid`` does not take, or a ``baseline`` it cannot read (a path, a number, draws
+        or a forecast); ``update`` raises on compute and reward of different lengths or
+        non-numeric values.
 
     Examples
     --------
@@ -525,6 +528,12 @@ class Monitor:
         from .decide import DEFAULT_RULE
 
         budget = _number("budget", budget)
+        check_numbers(level=level, target=target, min_points=min_points,
+                      min_fraction=min_fraction, p_unlikely=p_unlikely, p_on_track=p_on_track,
+                      min_gain=min_gain, peak_patience=peak_patience, smooth=smooth, hold=hold,
+                      n_samples=n_samples)  # fmt: skip
+        check_seed(seed)  # now: a bad seed would make every refit "no fit yet"
+        fit_kws = check_fit_kws(fit_kws)
         if not (math.isfinite(budget) and budget > 0):
             raise RLCurvesError(f"budget must be a positive compute value, got {budget}")
         if not 0 < level < 1:
@@ -561,7 +570,7 @@ class Monitor:
 
             calibration = resolve_calibration(calibration)
         self.calibration = calibration
-        self.fit_kws = dict(fit_kws or {})
+        self.fit_kws = fit_kws
         self.read_log_kws = dict(read_log_kws or {})
         self.label = label
         self._compute: list[float] = []
@@ -650,12 +659,17 @@ class Monitor:
         from a scheduler) then still needs a stop advice to hold on two consecutive refits, and
         a refit of the same evaluations as the record's does not count twice.
         """
+        if not isinstance(record, dict):
+            raise RLCurvesError(
+                "resume needs a record from MonitorReport.to_dict (a dict with n_points and "
+                f"hold_state), got {type(record).__name__}"
+            )
         state = record.get("hold_state") or {}
         try:
             n = int(record["n_points"])
             streak = int(state.get("streak", 0))
             since = float(state.get("since", math.nan))
-        except (KeyError, TypeError, ValueError):
+        except (AttributeError, KeyError, TypeError, ValueError):
             raise RLCurvesError(
                 "resume needs a record from MonitorReport.to_dict (with n_points and hold_state)"
             ) from None

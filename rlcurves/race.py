@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from ._data import check_fit_kws, check_numbers, check_seed
 from ._format import format_compute
 from .decide import (
     CONTINUE,
@@ -447,8 +448,11 @@ class Race:
     ------
     RLCurvesError
         A non-positive ``budget``, ``alpha`` outside [0, 1), a negative ``tolerance``, ``level``
-        outside (0, 1) or another setting out of range; ``update`` raises on compute and
-        reward of different lengths, ``fail`` and ``end`` on a run the race does not hold.
+        outside (0, 1) or another setting out of range or not a number, a ``seed`` that is not a
+        non-negative integer, ``fit_kws`` that ``fit_sigmoid`` does not take; ``update`` raises
+        on compute and reward of different lengths or not numbers (and on ``group=`` with
+        ``fit_kws`` beyond ``r0``, ``min_compute``, ``max_compute``), ``fail`` and ``end`` on a
+        run the race does not hold.
 
     Examples
     --------
@@ -506,7 +510,18 @@ class Race:
         tau_prior_runs: float = 1.0,
         error_correlation: float = 0.0,
     ) -> None:
-        budget = float(budget)
+        check_numbers(alpha=alpha, tolerance=tolerance, level=level,
+                      min_fraction=min_fraction, min_points=min_points, confirm=confirm,
+                      n_samples=n_samples, rungs=rungs, stale_after=stale_after,
+                      tau_prior_runs=tau_prior_runs,
+                      error_correlation=error_correlation)  # fmt: skip
+        check_seed(seed, allow_none=False)  # now, not numpy's error at the first report
+        fit_kws = check_fit_kws(fit_kws)
+        try:
+            budget = float(budget)
+        except (TypeError, ValueError):
+            msg = f"budget must be a positive compute value, got {budget!r}"
+            raise RLCurvesError(msg) from None
         if not (math.isfinite(budget) and budget > 0):
             raise RLCurvesError(f"budget must be a positive compute value, got {budget}")
         if not 0 <= alpha < 1:
@@ -553,7 +568,7 @@ class Race:
 
             calibration = resolve_calibration(calibration)
         self.calibration = calibration
-        self.fit_kws = dict(fit_kws or {})
+        self.fit_kws = fit_kws
         if rungs is not None and int(rungs) < 1:
             raise RLCurvesError(f"rungs must be a positive integer or None, got {rungs}")
         self.rungs = None if rungs is None else int(rungs)
@@ -625,8 +640,14 @@ class Race:
             pooled curve, see :func:`rlcurves.fit_runs`). Default: the run races alone.
         """
         name = str(name)
-        c = np.atleast_1d(np.asarray(compute, dtype=float))
-        r = np.atleast_1d(np.asarray(reward, dtype=float))
+        try:
+            c = np.atleast_1d(np.asarray(compute, dtype=float))
+            r = np.atleast_1d(np.asarray(reward, dtype=float))
+        except (TypeError, ValueError):
+            raise RLCurvesError(
+                f"compute and reward of run {name!r} must be numbers (a float or a list of "
+                f"floats), got compute {compute!r}, reward {reward!r}"
+            ) from None
         if c.shape != r.shape or c.ndim != 1:
             raise RLCurvesError(
                 f"compute and reward of run {name!r} must have the same length, got {c.shape} "
@@ -636,6 +657,15 @@ class Race:
             raise RLCurvesError(
                 f"compute and reward of run {name!r} must be finite and compute >= 0; got "
                 f"compute {c.tolist()[:5]}, reward {r.tolist()[:5]}"
+            )
+        pooled_keys = ("r0", "min_compute", "max_compute")  # what rlcurves.fit_runs takes
+        extra = sorted(k for k in self.fit_kws if k not in pooled_keys)
+        if group is not None and extra:
+            raise RLCurvesError(
+                f"fit_kws= holds {extra}, which the pooled fit of a group's seeds "
+                f"(rlcurves.fit_runs) does not take: keep fit_kws= to {list(pooled_keys)}, or "
+                "race the runs without group=",
+                unknown=extra,
             )
         run = self._run(name, group)
         run.compute.extend(c.tolist())

@@ -65,3 +65,13 @@ def test_batch_bad_shapes():
         fit_sigmoid_batch(C, R)
     with pytest.raises(RLCurvesError, match="does not match"):
         fit_sigmoid_batch(C[:-1], np.tile(R, (3, 1)))
+
+
+def test_fit_kws_checked_against_fit_sigmoids_own_keywords():
+    # Monitor and Race check fit_kws= when built against this list: it must stay fit_sigmoid's
+    import inspect
+
+    from rlcurves._data import FIT_KEYWORDS
+
+    params = set(inspect.signature(fit_sigmoid).parameters)
+    assert set(FIT_KEYWORDS) == params - {"compute", "reward", "data", "label"}

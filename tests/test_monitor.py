@@ -277,6 +277,33 @@ def test_regression_update_with_words_raises_rlcurves_error():
         Monitor("a lot")
 
 
+def test_regression_monitor_bad_seed_is_refused_when_built():
+    # seed=-1 was accepted, then every refit failed inside and the report said "too early to
+    # tell: no fit yet" for the whole run, a stop advice never possible
+    c, r = simulated(n=40)
+    for seed in (-1, "x", 1.5):
+        with pytest.raises(rlcurves.RLCurvesError, match="seed= takes a non-negative integer"):
+            Monitor(4000.0, seed=seed)
+    assert Monitor(4000.0, seed=None, n_samples=50).update(c, r).fit is not None
+
+
+def test_regression_monitor_settings_given_as_text_name_the_keyword():
+    # level="x", n_samples="x", min_points="x"... were TypeErrors or ValueErrors from a
+    # comparison or int(); fit_kws with a key fit_sigmoid does not take a TypeError at the first
+    # update; resume of something that is not a record an AttributeError
+    for kw in ("level", "min_fraction", "p_unlikely", "p_on_track", "n_samples", "min_points",
+               "hold", "target"):  # fmt: skip
+        with pytest.raises(rlcurves.RLCurvesError, match=f"{kw}= must be a number, got 'x'"):
+            Monitor(4000.0, **{kw: "x"})
+    with pytest.raises(rlcurves.RLCurvesError, match=r"fit_kws= holds \['rzero'\]"):
+        Monitor(4000.0, fit_kws={"rzero": 0.1})
+    with pytest.raises(rlcurves.RLCurvesError, match="fit_kws= must be a dict"):
+        Monitor(4000.0, fit_kws=0.1)
+    for record in (None, "last line", {"n_points": 3, "hold_state": [1, 2]}):
+        with pytest.raises(rlcurves.RLCurvesError, match="resume needs a record"):
+            Monitor(4000.0).resume(record)
+
+
 def test_a_finished_baseline_counts_at_its_level_known_to_its_noise():
     # a baseline run that reached the budget: the mean of its last tenth of the budget, with the
     # standard error of that mean -- not the forecast of its fitted curve

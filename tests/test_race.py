@@ -714,3 +714,32 @@ def test_error_correlation_sharpens_the_comparisons_not_the_intervals():
 def test_error_correlation_out_of_range_raises(rho):
     with pytest.raises(RLCurvesError, match="error_correlation"):
         Race(BUDGET, error_correlation=rho)
+
+
+def test_regression_race_bad_seed_and_settings_are_refused_when_built():
+    # seed=-1 was accepted and the first report ended in numpy's "expected non-negative
+    # integer"; settings given as text were TypeErrors from a comparison; a fit_kws key the fit
+    # does not take a TypeError at the first report
+    with pytest.raises(RLCurvesError, match="seed= takes a non-negative integer, got -1"):
+        Race(BUDGET, seed=-1)
+    for kw in ("alpha", "tolerance", "level", "n_samples", "rungs", "error_correlation"):
+        with pytest.raises(RLCurvesError, match=f"{kw}= must be a number, got 'x'"):
+            Race(BUDGET, **{kw: "x"})
+    with pytest.raises(RLCurvesError, match="budget must be a positive compute value"):
+        Race("a lot")
+    with pytest.raises(RLCurvesError, match=r"fit_kws= holds \['rzero'\]"):
+        Race(BUDGET, fit_kws={"rzero": 0.1})
+
+
+def test_regression_race_update_with_words_or_a_group_fit_kws_cannot_take():
+    # update("a", "x", 1) was numpy's ValueError; a group's seeds with fit_kws={"method": ...}
+    # were a TypeError from rlcurves.fit_runs at the report
+    race = Race(BUDGET)
+    with pytest.raises(RLCurvesError, match="must be numbers"):
+        race.update("a", "x", 0.1)
+    race = Race(BUDGET, fit_kws={"method": "exact"})
+    with pytest.raises(RLCurvesError, match=r"fit_kws= holds \['method'\].*without group="):
+        race.update("a0", [1.0, 2.0], [0.1, 0.2], group="a")
+    assert race.runs == []  # nothing half-added
+    race.update("a0", [1.0, 2.0], [0.1, 0.2])  # alone, the fit takes method=
+    assert race.runs == ["a0"]
