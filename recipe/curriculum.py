@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import torch
 
+from recipe.config import ConfigError
+
 
 class PromptPool:
     """Indices 0..size-1 of the training prompts, sampled without replacement within an epoch.
@@ -66,19 +68,29 @@ class PromptPool:
     def next_batch(self, n: int) -> list[int]:
         """The next ``n`` prompt indices; starts a new epoch (reshuffled) when one runs out."""
         if self.pool_size == 0:
-            raise RuntimeError("every training prompt is retired; lower positive_threshold")
+            raise self._exhausted()
         batch: list[int] = []
         while len(batch) < n:
             if self.cursor >= len(self.order):
                 self.epoch += 1
                 self.order, self.cursor = self._shuffle(), 0
                 if not self.order:
-                    raise RuntimeError("every training prompt is retired")
+                    raise self._exhausted()
             idx = self.order[self.cursor]
             self.cursor += 1
             if not self.retired[idx]:
                 batch.append(idx)
         return batch
+
+    def _exhausted(self) -> ConfigError:
+        """The run cannot go on: a config error, since only a new run's config can change it."""
+        return ConfigError(
+            f"every one of the {self.size} training prompts is retired (no-positive resampling: "
+            f"pass rate >= positive_threshold = {self.positive_threshold}), so there is nothing "
+            "left to train on. The log and the last checkpoint are kept; neither key may change "
+            "on --resume, so train further in a new --out with a higher positive_threshold, "
+            "positive_threshold=null (off) or more train_prompts"
+        )
 
     def update(self, indices: Sequence[int], pass_rates: Sequence[float]) -> None:
         """Record the pass rates of a step's prompts and retire the ones at the threshold."""

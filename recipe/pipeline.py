@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from recipe.config import ConfigError
 from recipe.generate import Completion
 from recipe.weights import Weights, as_weights
 
@@ -261,7 +262,7 @@ class OffPolicyRollouts:
                     raise RuntimeError(
                         f"the generator returned {len(groups)} prompt groups for {at} prompts"
                     )
-            except GeneratorFailed:
+            except (GeneratorFailed, ConfigError):  # ConfigError: the prompt pool ran out
                 raise
             except Exception as err:
                 self.buffer.clear()
@@ -381,6 +382,8 @@ class PipelineRollouts:
                         raise GeneratorFailed(
                             "the rollout producer stopped without a batch"
                         ) from None
+            if isinstance(item, ConfigError):  # the prompt pool ran out: no generator fault
+                raise item
             if isinstance(item, BaseException):
                 raise GeneratorFailed(f"generator failed: {item!r}") from item
             if item.futures:

@@ -61,3 +61,20 @@ def test_regression_a_pool_running_out_warns_once_before_it_is_empty():
         warnings.simplefilter("error")  # once
         pool.update([7], [1.0])
     assert pool.pool_size == 2
+
+
+def test_regression_a_pool_with_every_prompt_retired_says_what_to_change():
+    """Every prompt retired raised RuntimeError("...; lower positive_threshold"): the wrong way
+    (a lower threshold retires more), reported by the CLI as a generator failure to fix with
+    --resume, where positive_threshold may not change. It is a ConfigError saying what to do."""
+    from recipe.config import ConfigError
+
+    pool = PromptPool(4, seed=0, positive_threshold=0.5)
+    pool.update(pool.next_batch(4), [1.0, 0.5, 0.75, 1.0])
+    with pytest.raises(ConfigError) as err:
+        pool.next_batch(2)
+    text = str(err.value)
+    assert "every one of the 4 training prompts is retired" in text
+    assert "positive_threshold = 0.5" in text
+    for fix in ("new --out", "higher positive_threshold", "=null", "more train_prompts"):
+        assert fix in text

@@ -272,3 +272,22 @@ def test_regression_resume_with_a_damaged_checkpoint_or_log_is_a_config_error(tm
                        r"written when it held \d+"):  # fmt: skip
         T.run(cfg, out, resume=True)
     assert (out / "log.jsonl").read_bytes() == log_bytes[:100]  # no NUL padding
+
+
+@pytest.mark.parametrize("mode", ["sync", "pipeline"])
+def test_regression_a_run_that_retires_every_prompt_stops_with_a_config_error(
+    tmp_path, init_dir, monkeypatch, mode
+):
+    """A run whose no-positive resampling retired its whole pool stopped with "run stopped:
+    generator failed: RuntimeError('every training prompt is retired; lower positive_threshold')
+    ... continue with --resume": the advice backwards, and a resume that fails the same way. It
+    is a config error that names the keys to change in a new --out; the log is kept."""
+    monkeypatch.setattr(T, "score", lambda *args, **kwargs: 1.0)  # every prompt solved
+    cfg = tiny_cfg(init_dir, train_prompts=8, steps=6, mode=mode)
+    with pytest.raises(SystemExit, match=r"config error: every one of the 8 training prompts is "
+                       r"retired .* in a new --out with a higher positive_threshold"):  # fmt: skip
+        cfg_path = tmp_path / "c.yaml"
+        cfg_path.write_text(C.to_yaml(cfg))
+        cli.main(["--config", str(cfg_path), "--out", str(tmp_path / "run")])
+    rows = recipe_helpers.read_log(tmp_path / "run" / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"][:2] == [1, 2]
