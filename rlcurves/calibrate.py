@@ -49,6 +49,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
+from ._data import check_seed
 from .conformal import (
     TailMap,
     cross_family_pvalues,
@@ -873,20 +874,50 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Calibration:
-        if int(d.get("version", 1)) != ARTIFACT_VERSION:
+        """The calibration an artifact of :meth:`to_dict` holds (e.g. ``json.load`` of a file).
+
+        Raises
+        ------
+        RLCurvesError
+            ``d`` is not such an artifact (not a dict, an entry missing or malformed), or one of
+            another version.
+        """
+        redo = (
+            "recompute it with python -m benchmarks.calibration --write-calibration (or "
+            "rlcurves.calibrate on your runs, saving cal.to_dict())"
+        )
+        if not isinstance(d, dict):
+            raise RLCurvesError(
+                f"a calibration artifact is the dict of Calibration.to_dict (json.load of its "
+                f"file), got {type(d).__name__}; {redo}"
+            )
+        try:
+            version = int(d.get("version", 1))
+        except (TypeError, ValueError):
+            version = None
+        if version != ARTIFACT_VERSION:
             raise RLCurvesError(
                 f"calibration file version {d.get('version', 1)}, this rlcurves reads "
-                f"{ARTIFACT_VERSION}: recompute it with python -m benchmarks.calibration "
-                "--write-calibration (or rlcurves.calibrate on your runs)"
+                f"{ARTIFACT_VERSION}: {redo}"
             )
-        records = pd.DataFrame(d["records"])
-        records["n_fit"] = records["n_fit"].astype(int)
-        config = EnsembleConfig(**d["config"])
-        shapes = None if d.get("shapes") is None else pd.DataFrame(d["shapes"])
-        cal = cls(records, str(d["corpus"]), tuple(d["fractions"]), config, str(d["growth"]),
-                  nu=float(d["nu"]), tau_factor=float(d["tau_factor"]),
-                  shapes=shapes)  # fmt: skip
-        cal.selection = pd.DataFrame(d.get("learned", {}).get("selection", []))
+        try:
+            records = pd.DataFrame(d["records"])
+            records["n_fit"] = records["n_fit"].astype(int)
+            config = EnsembleConfig(**d["config"])
+            shapes = None if d.get("shapes") is None else pd.DataFrame(d["shapes"])
+            cal = cls(records, str(d["corpus"]), tuple(d["fractions"]), config, str(d["growth"]),
+                      nu=float(d["nu"]), tau_factor=float(d["tau_factor"]),
+                      shapes=shapes)  # fmt: skip
+            cal.selection = pd.DataFrame(d.get("learned", {}).get("selection", []))
+        except RLCurvesError:
+            raise
+        except KeyError as exc:
+            raise RLCurvesError(
+                f"the calibration artifact lacks the entry {exc} (a file cut short or edited?); "
+                f"{redo}"
+            ) from None
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise RLCurvesError(f"the calibration artifact is malformed ({exc}); {redo}") from None
         return cal
 
     def __repr__(self) -> str:
@@ -896,6 +927,21 @@ class Calibration:
             f"errors; tau "
             f"{self.tau:.3g}; 90% multipliers at d = 0.7: -{lo[0]:.3g} / +{hi[0]:.3g})"
         )
+
+
+def _checked_fractions(fractions: Any) -> tuple[float, ...]:
+    """``fractions=`` as a tuple of floats in (0, 1), at least one, or an RLCurvesError."""
+    values = (fractions,) if isinstance(fractions, (int, float, np.number)) else fractions
+    try:
+        out = tuple(float(f) for f in values)
+    except (TypeError, ValueError):
+        out = ()
+    if not out or any(not 0 < f < 1 for f in out):
+        raise RLCurvesError(
+            f"fractions= must be fractions of each run's compute in (0, 1), e.g. (0.25, 0.5); "
+            f"got {fractions!r}"
+        )
+    return out
 
 
 def _check_level(level: float) -> None:
@@ -1108,11 +1154,23 @@ def score_runs(
     """The records of :func:`calibrate` (every run, fraction and setting), before anything is
     fitted to them: what the benchmark refits inside each fold."""
     rows = []
+    why: dict[str, str] = {}  # why a run's prefix could not be scored (the first reason)
     items = list(runs.items())
     for label, frame in tqdm(items, desc="calibrate", disable=not progress):
         for col in (compute, reward):
             if col not in frame.columns:
                 raise RLCurvesError(f"run {label!r} has no column {col!r}")
+            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(float)
+            bad = np.flatnonzero(~np.isfinite(values))
+            if bad.size:  # the run would be left out of the calibration without a word
+                raise RLCurvesError(
+                    f"run {label!r} has {bad.size} missing, non-numeric or infinite {col!r} "
+                    f"value(s) (rows {bad[:5].tolist()}{' ...' if bad.size > 5 else ''}); drop "
+                    "those rows first (frame.dropna(subset=[...])), or read the run with "
+                    "rlcurves.read_log, which cleans and reports them",
+                    run=str(label),
+                    column=col,
+                )
         if isinstance(family, dict):
             fam = family.get(label, DEFAULT_FAMILY)
         else:
@@ -1124,11 +1182,16 @@ def score_runs(
                     configs=configs, n_boot=n_boot, seed=run_seed(seed, label),
                     fit_kwargs=fit_kwargs,
                 )  # fmt: skip
-            except RLCurvesError:
+            except RLCurvesError as exc:
+                why.setdefault(str(label), f"at fraction {f:g}: {exc}")
                 continue
             rows += [{"run": str(label), "family": str(fam), **row} for row in scored]
     if not rows:
-        raise RLCurvesError("no run could be scored: runs need more evaluations")
+        first = next(iter(why.items()), None)
+        raise RLCurvesError(
+            "no run could be scored: runs need more evaluations"
+            + (f" (run {first[0]!r} {first[1]})" if first else "")
+        )
     return pd.DataFrame(rows, columns=list(_RECORD_COLUMNS))
 
 
@@ -1203,8 +1266,11 @@ def calibrate(
         runs = {str(k): g for k, g in runs.groupby(run, sort=True)}
     if not isinstance(runs, dict) or len(runs) < 2:
         raise RLCurvesError("calibrate needs at least 2 finished runs (a dict of frames)")
-    if any(not 0 < f < 1 for f in fractions):
-        raise RLCurvesError(f"fractions must be in (0, 1), got {fractions}")
+    fractions = _checked_fractions(fractions)
+    check_seed(seed, allow_none=False)
+    if not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
+        # fewer leaves the model part of every record's variance 0: a calibration too narrow
+        raise RLCurvesError(f"n_boot= must be an integer >= 2 resamples, got {n_boot!r}")
     records = score_runs(
         runs, compute=compute, reward=reward, family=family, fractions=fractions,
         n_boot=n_boot, seed=seed, progress=progress, **fit_kwargs,
