@@ -120,6 +120,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(f"config error: {err}") from None
     except VersionError as err:
         raise SystemExit(f"unsupported version: {err}") from None
+    except KeyboardInterrupt:  # Ctrl-C: the run's finally has closed the log and the engines
+        print(
+            f"interrupted: the log and the last checkpoint in {args.out} are kept; continue "
+            "with --resume (rows after the checkpoint are dropped)",
+            file=sys.stderr,
+        )
+        raise SystemExit(130) from None
     except GeneratorFailed as err:
         message = (
             f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "

@@ -291,3 +291,37 @@ def test_regression_a_run_that_retires_every_prompt_stops_with_a_config_error(
         cli.main(["--config", str(cfg_path), "--out", str(tmp_path / "run")])
     rows = recipe_helpers.read_log(tmp_path / "run" / "log.jsonl")
     assert [r["step"] for r in rows if r["kind"] == "train"][:2] == [1, 2]
+
+
+def test_regression_ctrl_c_ends_with_a_message_and_a_resumable_folder(
+    tmp_path, init_dir, monkeypatch, capsys
+):
+    """Ctrl-C ended the trainer in a KeyboardInterrupt traceback from wherever the loop was
+    (torch's linear layer, the pipeline's queue): it ends with exit status 130 and a line that
+    says the log and checkpoint are kept and how to continue; the folder resumes."""
+    real = T.train_step
+
+    def interrupted(cfg, s, batch, optimizer, pool, step):
+        if step == 4:
+            raise KeyboardInterrupt
+        return real(cfg, s, batch, optimizer, pool, step)
+
+    monkeypatch.setattr(T, "train_step", interrupted)
+    cfg = tiny_cfg(init_dir, steps=5)
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(C.to_yaml(cfg))
+    out = tmp_path / "run"
+    try:
+        with pytest.raises(SystemExit) as err:
+            cli.main(["--config", str(cfg_path), "--out", str(out)])
+    except KeyboardInterrupt:
+        pytest.fail("the KeyboardInterrupt escaped the CLI (a traceback)")
+    assert err.value.code == 130
+    assert f"interrupted: the log and the last checkpoint in {out} are kept; continue with " \
+        "--resume" in capsys.readouterr().err  # fmt: skip
+    rows = recipe_helpers.read_log(out / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3]
+    monkeypatch.setattr(T, "train_step", real)
+    cli.main(["--config", str(cfg_path), "--out", str(out), "--resume"])
+    rows = recipe_helpers.read_log(out / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5]
