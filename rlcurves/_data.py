@@ -156,3 +156,10 @@ def check_fit_kws(fit_kws: object, allowed: Sequence[str] = FIT_KEYWORDS) -> dic
             unknown=unknown,
         )
     return dict(fit_kws)
+
+
+def check_resamples(name: str, value: object) -> None:
+    """An RLCurvesError naming the keyword ``name`` unless ``value`` is an integer >= 2 (the
+    bootstrap's own check names its ``n``, which callers spell ``n_samples`` or ``n_boot``)."""
+    if not isinstance(value, (int, np.integer)) or value < 2:
+        raise RLCurvesError(f"{name}= must be an integer >= 2 resamples, got {value!r}")

@@ -10,6 +10,7 @@ agree with each other.
 
 from __future__ import annotations
 
+import numbers
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -145,6 +146,7 @@ def normal_samples(fit: SigmoidFit, n: int, *, seed: int | None = 0) -> pd.DataF
 
 def tails(level: float) -> tuple[float, float]:
     """Lower and upper quantile probabilities of an equal-tailed interval at ``level``."""
-    if not 0 < level < 1:
-        raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
+    if not isinstance(level, numbers.Real) or not 0 < level < 1:  # text: not a TypeError
+        shown = level if isinstance(level, numbers.Real) else repr(level)
+        raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {shown}")
     return (1 - level) / 2, (1 + level) / 2

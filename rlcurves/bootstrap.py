@@ -243,9 +243,9 @@ def prediction_band(curves: np.ndarray, boot: BootstrapResult, level: float, see
 
 
 def _tails(level: float) -> tuple[float, float]:
-    if not 0 < level < 1:
-        raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
-    return (1 - level) / 2, (1 + level) / 2
+    from ._samples import tails
+
+    return tails(level)
 
 
 def band(curves: np.ndarray, level: float, bounds=(-math.inf, math.inf)):

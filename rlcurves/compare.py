@@ -26,6 +26,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 
+from ._data import check_resamples
 from ._format import format_compute
 from ._samples import SampleMethod, parameter_samples, tails
 from .decide import prob_greater
@@ -757,6 +758,7 @@ def compare(
             f"{{'baseline': fit_a, 'fp32-head': fit_b}}{hint}"
         )
     tails(level)
+    check_resamples("n_samples", n_samples)
     names = [str(k) for k in curves]
     if baseline is None:
         baseline = names[0]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ._data import check_resamples, check_seed
 from ._samples import tails
 from .errors import RLCurvesError
 from .model import PARAM_NAMES
@@ -267,6 +268,8 @@ def fit_runs(
     from .fit import fit_sigmoid
 
     tails(level)
+    check_resamples("n_boot", n_boot)
+    check_seed(seed)  # numpy's own error names no keyword
     if not isinstance(data, pd.DataFrame):
         raise RLCurvesError(f"data must be a pandas DataFrame, got {type(data).__name__}")
     for col, role in ((compute, "compute"), (reward, "reward"), (run, "run")):

@@ -125,3 +125,20 @@ def test_calibrated_draws_are_the_ar1_draws(half_fit):
     raw = parameter_samples(half_fit, 200, kind="calibrated", seed=4, inflation=1.0)
     inflated = parameter_samples(half_fit, 200, kind="calibrated", seed=4)
     assert inflated["B"].std() > 1.2 * raw["B"].std()  # PARAMETER_INFLATION["B"] = 1.51
+
+
+def test_regression_backtest_fractions_and_n_samples_in_its_keywords():
+    # fractions=0.5 was "'float' object is not iterable", fractions='x' a ValueError from
+    # float(); n_samples=0 said "n must be an integer" (a keyword backtest does not have)
+    c = np.linspace(0, 16000, 41)
+    r = sigmoid(c, **TRUTH) + np.random.default_rng(3).normal(0, 0.006, c.size)
+    with pytest.raises(RLCurvesError, match=r"fractions= must be numbers in \(0, 1\).*'x'"):
+        backtest(c, r, fractions="x", progress=False)
+    with pytest.raises(RLCurvesError, match="n_samples= must be an integer >= 2 resamples"):
+        backtest(c, r, n_samples=0, progress=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        one = backtest(c, r, fractions=0.5, n_samples=50, seed=0, progress=False)
+        listed = backtest(c, r, fractions=[0.5], n_samples=50, seed=0, progress=False)
+    assert list(one.table["fraction"]) == [0.5]
+    assert one.table.equals(listed.table)

@@ -490,3 +490,14 @@ def test_welch_difference_covers_at_its_level_with_unequal_spreads():
     assert 0.885 <= np.mean(hits) <= 0.93
     with pytest.raises(RLCurvesError, match="at least 3 runs"):
         welch_difference([0.1], [0.2], 0.9)
+
+
+def test_regression_compare_names_n_samples_and_a_level_given_as_text(rng):
+    # n_samples=0 said "n must be an integer" (the bootstrap's keyword, not compare's);
+    # level='x' was a TypeError from a comparison
+    a, b = _noisy(rng, 0.6, 1.9, 2500), _noisy(rng, 0.62, 1.9, 2500)
+    curves = {"a": a, "b": b}
+    with pytest.raises(RLCurvesError, match="n_samples= must be an integer >= 2 resamples"):
+        compare(curves, n_samples=0)
+    with pytest.raises(RLCurvesError, match=r"level= must be in \(0, 1\).*got 'x'"):
+        compare(curves, level="x")

@@ -242,3 +242,9 @@ def test_a_run_unlike_the_calibration_runs_is_said_to_be():
     # the interval does not collapse with the noise: the misspecification is in reward units
     tau = default_calibration().tau
     assert fc.upper - fc.lower > 2 * tau * np.sqrt(np.log(4000.0 / 2000.0))
+
+
+def test_regression_forecast_level_given_as_text(half_budget_fit):
+    # level='x' was a TypeError from a comparison inside the bootstrap
+    with pytest.raises(RLCurvesError, match=r"level= must be in \(0, 1\).*got 'x'"):
+        forecast(half_budget_fit, 16000, level="x")

@@ -94,3 +94,15 @@ def test_regression_three_seeds_cover_the_recipe_at_nominal_rate():
         ci = rf.ci(0.9).set_index("parameter").loc["A"]
         hits += ci["lower"] <= 0.61 <= ci["upper"]
     assert hits >= 129
+
+
+def test_regression_fit_runs_names_seed_and_n_boot(rng):
+    # seed=-1 was numpy's "expected non-negative integer", seed='x' a SeedSequence TypeError;
+    # n_boot=0 said "n must be an integer", a keyword fit_runs does not have
+    data = _seeds(rng)
+    with pytest.raises(RLCurvesError, match="seed= takes a non-negative integer or None, got -1"):
+        fit_runs(data, seed=-1)
+    with pytest.raises(RLCurvesError, match=r"seed= takes .* got 'x'"):
+        fit_runs(data, seed="x")
+    with pytest.raises(RLCurvesError, match="n_boot= must be an integer >= 2 resamples, got 0"):
+        fit_runs(data, n_boot=0)
