@@ -40,6 +40,8 @@ KEYWORD_FLAGS = {
     "target": "--target",
     "calibration": "--metric-kind",
     "at": "--at",
+    "budget": "--budget",
+    "output": "-o",
 }
 #: --metric-kind's values, and the shipped calibration each names.
 METRIC_KINDS = {"validation": "validation", "training-reward": "training reward"}
@@ -580,6 +582,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     from .forecast import forecast
     from .plot import plot_fits, plot_forecast
 
+    if args.to is not None and not (math.isfinite(args.to) and args.to > 0):
+        # 0 was taken for "not given" (twice the fit), nan or a negative named --at
+        raise RLCurvesError(
+            f"--to must be a positive compute value (where the forecast ends), got {args.to:g}"
+        )
     curves = _curves(args)
     fits = {label: _quiet_fit(args, df, label) for label, df in curves.items()}
     if len(fits) > 1:

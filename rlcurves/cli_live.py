@@ -134,6 +134,10 @@ _WATCH_FLAGS = {"min_points": "--min-points", "min_fraction": "--min-fraction",
                 "p_unlikely": "--p-unlikely", "p_on_track": "--p-on-track",
                 "require_identified": "--identified-guard"}  # fmt: skip
 _WATCH_KEYWORD = re.compile(r"(?<![\w.\-])(" + "|".join(_WATCH_FLAGS) + r")(=|\b)")
+# keywords whose bare name is a common word ("the budget"): a flag only where a setting is refused
+_WATCH_SETTINGS = {"budget": "--budget", "target": "--target", "hold": "--hold",
+                   "n_samples": "--n-samples"}  # fmt: skip
+_WATCH_SETTING = re.compile(r"(?<![\w.\-])(" + "|".join(_WATCH_SETTINGS) + r")=?(?= must)")
 
 
 def watch_words(text: str) -> str:
@@ -144,6 +148,7 @@ def watch_words(text: str) -> str:
     def flag(m: re.Match) -> str:
         return _WATCH_FLAGS[m.group(1)] + (" " if m.group(2) == "=" else "")
 
+    text = _WATCH_SETTING.sub(lambda m: _WATCH_SETTINGS[m.group(1)], text)
     return _WATCH_KEYWORD.sub(flag, cli_words(text))
 
 
@@ -182,16 +187,11 @@ def _last_record(path: Path) -> dict | None:
     return None
 
 
-def cmd_watch(args: argparse.Namespace) -> int:
+def _monitor(args: argparse.Namespace, read_kws: dict):
     from . import cli
     from .monitor import Monitor
 
-    if args.every <= 0:
-        raise RLCurvesError(f"--every must be a positive number of seconds, got {args.every}")
-    if args.max_minutes is not None and args.max_minutes < 0:
-        raise RLCurvesError(f"--max-minutes must be >= 0, got {args.max_minutes}")
-    read_kws = _read_kws(args)
-    monitor = Monitor(
+    return Monitor(
         args.budget,
         baseline=_baseline_arg(args.baseline),
         target=args.target,
@@ -209,6 +209,24 @@ def cmd_watch(args: argparse.Namespace) -> int:
         label=Path(args.path).name,
         calibration=cli.calibration_arg(args),
     )
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    if args.every <= 0:
+        raise RLCurvesError(f"--every must be a positive number of seconds, got {args.every}")
+    if args.max_minutes is not None and args.max_minutes < 0:
+        raise RLCurvesError(f"--max-minutes must be >= 0, got {args.max_minutes}")
+    read_kws = _read_kws(args)
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        # said now, not as a FileExistsError once the first report is to be written
+        raise RLCurvesError(
+            f"--out {args.out}: is a file; --out takes the folder for {MONITOR_PNG} and "
+            f"{MONITOR_JSONL} (default: the log's folder)"
+        )
+    try:
+        monitor = _monitor(args, read_kws)
+    except RLCurvesError as exc:  # the Monitor's keywords, as the flags that set them
+        raise RLCurvesError(watch_words(str(exc)), **exc.details) from None
     out = _out_dir(args)
     jsonl, png = out / MONITOR_JSONL, out / MONITOR_PNG
     last = _last_record(jsonl)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import math
 import os
 import platform
 import sys
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from . import _html as h
+from ._data import check_numbers, check_resamples
 from ._format import format_compute
 from .errors import RLCurvesError
 
@@ -142,7 +144,7 @@ def build_report(
     """
     import matplotlib.pyplot as plt
 
-    from .backtest import backtest
+    from .backtest import backtest, checked_fractions
     from .compare import compare
     from .fit import fit_sigmoid
     from .forecast import forecast
@@ -151,6 +153,14 @@ def build_report(
 
     if not runs:
         raise RLCurvesError("no runs to report on: pass at least one log")
+    if budget is not None:  # checked now: 0 forecast at the start, bad fractions a muted note
+        check_numbers(budget=budget)
+        if not (math.isfinite(budget) and budget > 0):
+            raise RLCurvesError(
+                f"budget= must be a positive compute value to forecast every run at, got {budget}"
+            )
+    fractions = checked_fractions(fractions)
+    check_resamples("n_samples", n_samples)
     names = list(runs)
     if baseline is not None and baseline not in names:
         raise RLCurvesError(f"--baseline {baseline!r} is not one of the runs {names}")
@@ -338,6 +348,12 @@ def write_report(
     """
     from .logs import read_log
 
+    out = Path(output)
+    if out.is_dir():  # said before the work, not as an IsADirectoryError after it
+        raise RLCurvesError(
+            f"output={str(output)!r} is a folder; name the HTML file to write, e.g. "
+            f"output={str(out / 'report.html')!r}"
+        )
     runs: dict[str, pd.DataFrame] = {}
     for p in paths:
         name = Path(p).name or str(p)
@@ -345,7 +361,6 @@ def write_report(
             name = str(p)
         runs[name] = read_log(p, **dict(read_log_kws or {}))
     page = build_report(runs, **kwargs)
-    out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out

@@ -170,3 +170,53 @@ def test_demo_on_the_real_leave_one_out_runs_compares_each_with_its_own_baseline
     for base in ("recipe_loo_scalerl", "recipe_loo_bf16", "recipe_loo_pool_2000"):
         assert (tmp_path / f"{base}_compare.png").stat().st_size > 10_000
     assert "variant     A  A_lower" in out  # the printed table
+
+
+def test_regression_report_refuses_a_folder_output_and_bad_settings_before_the_work(
+    tmp_path, capsys
+):
+    # -o naming a folder ended in IsADirectoryError after every fit; --budget 0 forecast every run
+    # at the start, --fractions 2 left the backtests out as a muted note, --n-samples 0 said
+    # "n must be" (the bootstrap's keyword)
+    path = str(_csv(tmp_path))
+    html = str(tmp_path / "r.html")
+    cases = [
+        (["-o", str(tmp_path)], f"-o {tmp_path} is a folder; name the HTML file"),
+        (["-o", html, "--budget", "0"], "--budget must be a positive compute value"),
+        (["-o", html, "--budget", "nan"], "--budget must be a positive compute value"),
+        (["-o", html, "--fractions", "2"], "--fractions must be numbers in (0, 1)"),
+        (["-o", html, "--n-samples", "0"], "--n-samples must be an integer >= 2"),
+    ]
+    for flags, words in cases:
+        assert main(["report", path, *IO, *flags]) == 2, flags
+        assert words in capsys.readouterr().err
+    assert not (tmp_path / "r.html").exists()
+
+
+def test_regression_plot_to_zero_or_negative_names_to(tmp_path, capsys):
+    # --to 0 was taken for "not given" (the plot ran to twice the fit); --to -5 or nan said
+    # "--at <compute> takes finite compute values", a flag plot does not have
+    path = str(_csv(tmp_path))
+    for to in ("0", "-5", "nan"):
+        assert main(["plot", path, *IO, "-o", str(tmp_path / "p.png"), "--to", to]) == 2
+        err = capsys.readouterr().err
+        assert "--to must be a positive compute value" in err and "--at" not in err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_regression_watch_out_naming_a_file_and_settings_in_flag_words(tmp_path, capsys):
+    # --out naming a file was a FileExistsError traceback after the first refit; the Monitor's
+    # refusals said its keywords (budget, n_samples, hold, target) instead of the flags
+    path = str(_csv(tmp_path))
+    watch = ["watch", path, *IO, "--once", "--no-plot"]
+    assert main([*watch, "--budget", "16000", "--out", path]) == 2
+    assert f"--out {path}: is a file; --out takes the folder" in capsys.readouterr().err
+    cases = [
+        (["--budget", "0"], "--budget must be a positive compute value"),
+        (["--budget", "16000", "--n-samples", "0"], "--n-samples must be a positive integer"),
+        (["--budget", "16000", "--hold", "0"], "--hold must be a positive integer"),
+        (["--budget", "16000", "--target", "nan"], "--target must be a finite reward"),
+    ]
+    for flags, words in cases:
+        assert main([*watch, *flags]) == 2, flags
+        assert words in capsys.readouterr().err
