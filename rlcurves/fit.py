@@ -108,6 +108,13 @@ def fit_sigmoid(
     """
     if method not in _METHODS:
         raise RLCurvesError(f"unknown method {method!r}; choose one of {list(_METHODS)}")
+    for name, bound in (("min_compute", min_compute), ("max_compute", max_compute)):
+        # text was numpy's UFuncTypeError; nan an empty window "[nan, inf]"
+        if bound is not None and not _is_bound(bound):
+            raise RLCurvesError(
+                f"{name}= must be a compute value (a number) or None, got {bound!r}",
+                **{name: bound},
+            )
     if sigma is None and loss == "linear" and method in ("auto", "exact"):
         fit = _exact_fast(
             compute, reward, data, r0, min_compute, max_compute, bounds, absolute_sigma, label
@@ -472,6 +479,16 @@ def _peak_words(n, A, sd, rho, m, tail_gap, k, i_peak, peak, drop, latest, c_pea
         f"{A:.3g} is not supported by the latest evaluations (the last {m} average "
         f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
+
+
+def _is_bound(value: object) -> bool:
+    """Whether ``value`` can bound the fit window: one number, not NaN (text is not one)."""
+    if isinstance(value, (str, bytes)) or np.ndim(value) != 0:
+        return False
+    try:
+        return not math.isnan(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
 
 
 def _window(c: np.ndarray, lo: float | None, hi: float | None) -> np.ndarray:

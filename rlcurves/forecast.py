@@ -238,6 +238,11 @@ def forecast(
 
     if method not in METHODS:
         raise RLCurvesError(f"unknown forecast method {method!r}; choose one of {list(METHODS)}")
+    if not (hasattr(fit, "predict") and hasattr(fit, "fit_compute")):  # an AttributeError before
+        raise RLCurvesError(
+            f"fit= must be a fit from rlcurves.fit_sigmoid, got {type(fit).__name__}; fit the "
+            "run first: fit = rlcurves.fit_sigmoid('compute', 'reward', data=df)"
+        )
     _tails(level)
     if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
         raise RLCurvesError(f"seed= takes a non-negative integer or None, got {seed!r}", seed=seed)

@@ -308,6 +308,12 @@ def plot_fits(
         fits = {(f.label or f"fit {i + 1}"): f for i, f in enumerate(fits)}
     if not fits:
         raise RLCurvesError("plot_fits needs at least one fit; pass a dict or list of fits.")
+    for name, fit in fits.items():  # an AttributeError deep in the drawing before
+        if not (hasattr(fit, "predict") and hasattr(fit, "compute")):
+            raise RLCurvesError(
+                f"plot_fits: {name!r} is a {type(fit).__name__}, not a fit; pass fits from "
+                "rlcurves.fit_sigmoid (or a Comparison)"
+            )
     unit = _shared_unit(fits.values())
     fig, ax = _axes(ax, figsize=(8.2, 4.6) if legend == "outside" else (6.4, 4.2))
     end = max([extrapolate_to or 0.0, *(float(f.compute.max()) for f in fits.values())])

@@ -75,3 +75,14 @@ def test_fit_kws_checked_against_fit_sigmoids_own_keywords():
 
     params = set(inspect.signature(fit_sigmoid).parameters)
     assert set(FIT_KEYWORDS) == params - {"compute", "reward", "data", "label"}
+
+
+@pytest.mark.parametrize("keyword", ["min_compute", "max_compute"])
+def test_regression_fit_window_bound_text_or_nan_names_the_keyword(keyword):
+    # min_compute='x' was numpy's UFuncTypeError; nan an empty window "[nan, inf]" that named
+    # no bad value
+    c = np.linspace(0, 100, 20)
+    r = 0.1 + 0.5 * c / (c + 30)
+    for bad in ("x", float("nan")):
+        with pytest.raises(RLCurvesError, match=f"{keyword}= must be a compute value"):
+            fit_sigmoid(c, r, **{keyword: bad})

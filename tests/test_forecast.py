@@ -248,3 +248,13 @@ def test_regression_forecast_level_given_as_text(half_budget_fit):
     # level='x' was a TypeError from a comparison inside the bootstrap
     with pytest.raises(RLCurvesError, match=r"level= must be in \(0, 1\).*got 'x'"):
         forecast(half_budget_fit, 16000, level="x")
+
+
+def test_regression_forecast_of_something_not_a_fit():
+    # forecast(df, at) and forecast(None, at) were AttributeErrors ('no attribute predict')
+    import pandas as pd
+
+    frame = pd.DataFrame({"compute": [1.0, 2.0], "reward": [0.1, 0.2]})
+    for fit in (None, frame):
+        with pytest.raises(RLCurvesError, match=r"fit= must be a fit from rlcurves\.fit_sigmoid"):
+            forecast(fit, 16000)

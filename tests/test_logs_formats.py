@@ -371,3 +371,17 @@ def test_regression_a_spreadsheets_semicolon_csv_and_a_binary_file(tmp_path):
     binary.write_bytes(b"\xf5" + np.random.default_rng(0).bytes(2000))
     with pytest.raises(RLCurvesError, match=r"is not a text table .* format="):
         read_log(binary)
+
+
+def test_regression_read_log_path_not_a_path_and_read_logs_of_one_path():
+    # read_log(None) was list(None)'s TypeError, read_logs([None]) Path(None)'s; read_logs of
+    # one path iterated its characters ("l: no such file or folder")
+    from rlcurves import RLCurvesError
+
+    for bad in (None, 3):
+        with pytest.raises(RLCurvesError, match="path must be a log file or folder"):
+            read_log(bad)
+    with pytest.raises(RLCurvesError, match="a log path must be a file or folder name"):
+        read_logs([None])
+    one = str(DATA / "csv" / "run_a.csv")
+    pd.testing.assert_frame_equal(read_logs(one), read_logs([one]))

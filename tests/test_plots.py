@@ -253,3 +253,11 @@ def test_point3_fit_plot_into_shared_axes_one_colour_and_entry_per_fit():
     colours = {line.get_color() for line in ax.get_lines() if line.get_label().startswith("run ")}
     assert len(colours) == 4
     assert "4 fits" in ax.get_title()
+
+
+def test_regression_plot_fits_of_something_not_a_fit():
+    # plot_fits({"a": 3}) was an AttributeError ('int' object has no attribute 'compute')
+    from rlcurves import RLCurvesError
+
+    with pytest.raises(RLCurvesError, match="plot_fits: 'a' is a int, not a fit"):
+        P.plot_fits({"a": 3})

@@ -169,6 +169,11 @@ def _check_paths(paths: Sequence[PathLike]) -> list[Path | str]:
 
             out.append(example_path(item[len(EXAMPLE_PREFIX) :]))
             continue
+        if not isinstance(item, (str, os.PathLike)):  # Path(None) was a TypeError
+            raise RLCurvesError(
+                f"a log path must be a file or folder name (a str or pathlib.Path), got "
+                f"{type(item).__name__} {item!r}"
+            )
         path = Path(item).expanduser()
         if not path.exists():
             raise RLCurvesError(f"{path}: no such file or folder.", file=str(path))
@@ -245,7 +250,13 @@ def read_log(
     if isinstance(path, (str, os.PathLike)):
         paths = [path]
     else:
-        paths = list(path)
+        try:
+            paths = list(path)
+        except TypeError:  # list(None) was the TypeError
+            raise RLCurvesError(
+                "path must be a log file or folder (a str or pathlib.Path), or a list of them; "
+                f"got {type(path).__name__} {path!r}"
+            ) from None
     return read_logs(
         paths,
         format=format,
@@ -259,7 +270,7 @@ def read_log(
 
 
 def read_logs(
-    paths: Sequence[PathLike],
+    paths: PathLike | Sequence[PathLike],
     *,
     format: str = "auto",
     compute: str | None = None,
@@ -271,8 +282,9 @@ def read_logs(
 ) -> pd.DataFrame:
     """Several logs (files, run folders, folders of runs) into one frame with a ``run`` column.
 
-    Same arguments as :func:`read_log`, applied to every run; ``run`` may be a list with one
-    name per path. Runs must share a compute unit (all GPU-hours or all FLOPs).
+    Same arguments as :func:`read_log`, applied to every run (``paths`` a list of them, or one
+    path); ``run`` may be a list with one name per path. Runs must share a compute unit (all
+    GPU-hours or all FLOPs).
 
     Raises
     ------
@@ -288,6 +300,8 @@ def read_logs(
     ['recipe_cpu_demo_seed0', 'recipe_cpu_demo_seed1']
     """
     check_format(format)
+    if isinstance(paths, (str, os.PathLike)):  # one path, not its characters ('l: no such file')
+        paths = [paths]
     if not paths:
         raise RLCurvesError("no paths given: pass at least one log file or folder.")
     checked = _check_paths(paths)  # W&B run paths ('wandb:entity/project/id') pass as str
