@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_config(args: argparse.Namespace) -> Config:
     """The run's config: from --config/--set, checked against OUT/config.yaml on --resume."""
+    if not args.out.strip():  # Path("") is the working directory: its files would be replaced
+        raise ConfigError("--out is empty; --out names the run's folder, e.g. --out runs/demo")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ConfigError(
             f"--out {args.out} is a file; --out names the run's folder (config.yaml, log.jsonl, "

@@ -483,6 +483,14 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
     log_path, ckpt_path = out / "log.jsonl", out / "checkpoint.pt"
     if not resume and log_path.exists() and log_path.stat().st_size > 0:
         raise ConfigError(f"{log_path} already exists; pass --resume or choose another --out")
+    if (out / "config.yaml").exists():  # overwritten below: only ever a run's own
+        try:
+            config_mod.load(out / "config.yaml")
+        except ConfigError as err:
+            raise ConfigError(
+                f"{out / 'config.yaml'} is not a config this trainer wrote ({err}); --out names "
+                "the run's folder, and the run would overwrite it: choose another --out"
+            ) from None
     # torch (and vLLM) in the supported ranges, before any rank joins a collective
     versions.check(vllm=cfg.generator == "vllm", sharded=distributed.launched_ranks() > 1)
     # torchrun's ranks, or one process; a rank stuck dist_timeout seconds fails the job

@@ -257,3 +257,29 @@ def test_regression_one_generation_per_prompt_is_a_config_error(extra):
     with pytest.raises(ConfigError, match=r"'generations' = 1 leaves nothing to learn.*at least 2"):
         C.load(None, ["generations=1", *extra])
     assert C.load(None, ["generations=2", *extra]).generations == 2
+
+
+def test_regression_out_empty_or_holding_a_foreign_config_yaml_is_refused(
+    tmp_path, monkeypatch, init_dir
+):
+    """`--out ""` trained in the working directory, and any --out folder's config.yaml (a
+    user's own, another program's) was overwritten by the run's: the first is a config error,
+    the second too unless the file is a config this trainer wrote (a rerun of a failed start)."""
+    import recipe_helpers
+
+    from recipe.cli import main
+
+    tiny = tmp_path / "tiny.yaml"
+    tiny.write_text(C.to_yaml(recipe_helpers.tiny_cfg(init_dir, steps=1)))
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    mine = project / "config.yaml"
+    mine.write_text("name: my project\n")
+    with pytest.raises(SystemExit, match="config error: --out is empty"):
+        main(["--config", str(tiny), "--out", ""])
+    words = r"config.yaml is not a config this trainer wrote \(unknown config key 'name'"
+    with pytest.raises(SystemExit, match=rf"config error: .*{words}.*choose another --out"):
+        main(["--config", str(tiny), "--out", str(project)])
+    assert mine.read_text() == "name: my project\n"
+    assert sorted(p.name for p in project.iterdir()) == ["config.yaml"]
