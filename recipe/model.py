@@ -38,6 +38,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
+from recipe.config import ConfigError
 from recipe.forward import (
     body,
     completion_logprobs,
@@ -201,6 +202,20 @@ def sft_step_loss(model, tokenizer, examples: Sequence[Prompt]) -> torch.Tensor:
     return -(logp * mask).sum() / mask.sum()
 
 
+def check_out(out: Path) -> None:
+    """Refuse an ``out`` that :func:`warm_up` would destroy: it replaces the whole folder, so
+    it must be new, empty, or an earlier warm-up's output (``warmup.json`` in it)."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file; the warm-up writes a model folder: name a new one")
+    if out.is_dir() and not (out / "warmup.json").exists() and any(out.iterdir()):
+        names = sorted(p.name for p in out.iterdir())
+        held = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+        raise ConfigError(
+            f"{out} holds other files ({held}): the warm-up replaces the whole folder with "
+            "its model, so it takes a new or empty folder, or an earlier warm-up's"
+        )
+
+
 def warm_up(
     out: str | Path,
     *,
@@ -244,6 +259,7 @@ def warm_up(
     see :func:`build_model`.
     """
     out = Path(out)
+    check_out(out)
     probe_len = digits + 2 if max_new_tokens is None else max_new_tokens
     tokenizer = build_tokenizer()
     model = build_model(
@@ -296,6 +312,7 @@ def warm_up(
               "target": target, "probes": probes, "seed": seed}  # fmt: skip
     if callable(getattr(task, "prompt_class", None)):
         record.update(final_rates(model, tokenizer, task, probe_len, seed, final_per_class))
+    check_out(out)  # again before the folder is replaced: it may have changed meanwhile
     # write beside, then rename: a kill mid-save never leaves a half-written folder at ``out``
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -427,6 +444,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     args = parser.parse_args(argv)
+    for flag, value, low in (
+        ("--digits", args.digits, 1),
+        ("--steps", args.steps, 0),
+        ("--train-prompts", args.train_prompts, 1),
+        ("--val-prompts", args.val_prompts, 1),
+        ("--threads", args.threads, 1),
+    ):
+        if value < low:
+            parser.error(f"argument {flag}: must be at least {low}, got {value}")
+    if not 0 <= args.mix <= 1:
+        parser.error(f"argument --mix: a share in [0, 1], got {args.mix}")
+    if args.target is not None and not 0 < args.target <= 1:
+        parser.error(f"argument --target: a pass rate in (0, 1], got {args.target}")
+    if args.train_prompts + args.val_prompts > 10 ** (2 * args.digits):
+        parser.error(
+            f"--train-prompts + --val-prompts = {args.train_prompts + args.val_prompts} exceed the "
+            f"{10 ** (2 * args.digits)} distinct {args.digits}-digit problems; lower them"
+        )
+    try:
+        check_out(Path(args.out))
+    except ConfigError as err:
+        parser.error(f"argument --out: {err}")
     torch.set_num_threads(args.threads)
     train, val = split_problems(args.digits, args.train_prompts, args.val_prompts, args.seed)
     out = warm_up(

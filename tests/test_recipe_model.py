@@ -198,3 +198,36 @@ def test_warm_up_target_stops_at_the_first_probe_that_reaches_it(tmp_path):
     assert not all(torch.equal(a[k], c[k]) for k in a)  # an unreachable target runs all steps
     with pytest.raises(ValueError, match="pool"):
         warm_up(tmp_path / "x", steps=2, target=0.5, **{k: v for k, v in kw.items() if k != "mix"})
+
+
+def test_regression_warm_up_never_replaces_a_folder_of_other_files(tmp_path, capsys):
+    """`python -m recipe.model --out runs/cpu_demo` (a run folder) deleted the whole folder (its
+    log, checkpoints, notes) and put the warm-up model in its place; --digits 0 or 1, --threads
+    0 ended in tracebacks after the work began. argparse refuses them now, naming the flag, and
+    warm_up itself refuses a folder that is neither new, empty nor an earlier warm-up's."""
+    from recipe.config import ConfigError
+    from recipe.model import main, warm_up
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "log.jsonl").write_text('{"step": 1}\n')
+    with pytest.raises(SystemExit) as err:
+        main(["--out", str(run), "--steps", "0", "--train-prompts", "10", "--val-prompts", "5"])
+    assert err.value.code == 2
+    assert "argument --out: " in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"holds other files \(log.jsonl\): the warm-up"):
+        warm_up(run, steps=0)
+    assert [p.name for p in run.iterdir()] == ["log.jsonl"]
+    for argv, words in [
+        (["--digits", "0"], "argument --digits: must be at least 1, got 0"),
+        (["--digits", "1"], "exceed the 100 distinct 1-digit problems"),
+        (["--threads", "0"], "argument --threads: must be at least 1, got 0"),
+        (["--mix", "2"], "argument --mix: a share in [0, 1], got 2.0"),
+    ]:
+        with pytest.raises(SystemExit):
+            main(["--out", str(tmp_path / "new"), "--steps", "0", *argv])
+        assert words in capsys.readouterr().err
+        assert not (tmp_path / "new").exists()
+    # an earlier warm-up's folder is rebuilt in place, as before
+    out = warm_up(tmp_path / "init", steps=0)
+    assert warm_up(out, steps=0) == out and (out / "warmup.json").exists()
