@@ -558,7 +558,17 @@ def torchrun(cfg: dict, out: Path, timeout: float) -> None:
 
 
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    names = ["gpu_check.json", *(f"{name}/log.jsonl" for name in PARTS)]
+    earlier = [name for name in names if (out / name).exists()]
+    if earlier:  # a rerun would replace the report, and every part that trains would fail
+        parser.error(
+            f"argument --out: {out} holds an earlier check ({', '.join(earlier[:3])}): its "
+            "report would be replaced and its runs' logs would fail every part that trains; "
+            "choose a new --out, or remove that one"
+        )
     from recipe import config as C
     from recipe import versions
     from recipe.run import setup

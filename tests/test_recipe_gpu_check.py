@@ -256,3 +256,20 @@ def test_the_fsdp_part_runs_two_ranks_on_cpu(tmp_path, init_dir):
     assert figures["steps"] == 3 and figures["updates"] >= 1
     assert figures["lag_max"] == 0  # sync
     assert figures["fresh_logprob_mismatch_max"] < 0.1
+
+
+def test_regression_a_rerun_into_an_earlier_check_is_refused(tmp_path, capsys):
+    """`python -m recipe.gpu_check --out gpu_check` a second time replaced the first report
+    and failed every part that trains (their run folders' logs: "log.jsonl already exists;
+    pass --resume"), a FAIL that was no device's: argparse refuses that --out now."""
+    from recipe.gpu_check import main
+
+    for earlier in ("gpu_check.json", "torch_pipeline/log.jsonl"):
+        out = tmp_path / earlier.split("/")[0].replace(".json", "")
+        (out / earlier).parent.mkdir(parents=True)
+        (out / earlier).write_text("{}\n")
+        with pytest.raises(SystemExit) as err:
+            main(["--out", str(out), "--budget", "0"])
+        assert err.value.code == 2
+        assert f"holds an earlier check ({earlier})" in capsys.readouterr().err
+        assert (out / earlier).read_text() == "{}\n"
