@@ -262,6 +262,8 @@ def validate(cfg: Config) -> Config:
         value = getattr(cfg, name)
         if value is not None and value < 0:
             raise ConfigError(f"config key {name!r} must be >= 0, got {value!r}")
+    if cfg.seed >= 2**32:  # derived seeds (seed x 1,000,003 + epoch...) must fit torch's int64
+        raise ConfigError(f"config key 'seed' must be below 2**32 = {2**32}, got {cfg.seed}")
     if cfg.generations == 1:
         raise ConfigError(
             "config key 'generations' = 1 leaves nothing to learn: a completion's advantage is "

@@ -283,3 +283,14 @@ def test_regression_out_empty_or_holding_a_foreign_config_yaml_is_refused(
         main(["--config", str(tiny), "--out", str(project)])
     assert mine.read_text() == "name: my project\n"
     assert sorted(p.name for p in project.iterdir()) == ["config.yaml"]
+
+
+def test_regression_a_seed_too_large_for_torch_is_a_config_error():
+    """--set seed=1700000000000000000 (a nanosecond clock) ended, after the model was loaded, in
+    torch's "Overflow when unpacking long long" from the prompt pool's derived seed."""
+    with pytest.raises(ConfigError, match=r"'seed' must be below 2\*\*32 = 4294967296, got 17"):
+        C.load(None, ["seed=1700000000000000000"])
+    assert C.load(None, [f"seed={2**32 - 1}"]).seed == 2**32 - 1
+    from recipe.curriculum import PromptPool
+
+    PromptPool(3, seed=2**32 - 1).next_batch(5)  # the largest seed's derived seeds fit
