@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 
@@ -138,6 +139,16 @@ FIT_KEYWORDS = ("r0", "min_compute", "max_compute", "sigma", "method", "bounds",
                 "options", "loss", "f_scale")  # fmt: skip
 
 
+def is_bound(value: object) -> bool:
+    """Whether ``value`` can bound the fit window: one number, not NaN (text is not one)."""
+    if isinstance(value, (str, bytes)) or np.ndim(value) != 0:
+        return False
+    try:
+        return not math.isnan(float(value))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+
+
 def check_fit_kws(fit_kws: object, allowed: Sequence[str] = FIT_KEYWORDS) -> dict:
     """``fit_kws`` as a dict, checked when it is given: a key that ``rlcurves.fit_sigmoid`` does
     not take is an RLCurvesError now, not a TypeError at the first fit."""
@@ -155,6 +166,16 @@ def check_fit_kws(fit_kws: object, allowed: Sequence[str] = FIT_KEYWORDS) -> dic
             f"{list(allowed)}",
             unknown=unknown,
         )
+    for name in ("min_compute", "max_compute"):
+        value = fit_kws.get(name)
+        if value is not None and not is_bound(value):  # else "no fit yet" at every refit
+            raise RLCurvesError(
+                f"{name}= must be a compute value (a number) or None, got {value!r}",
+                **{name: value},
+            )
+    r0 = fit_kws.get("r0")
+    if r0 is not None and not (is_bound(r0) and math.isfinite(float(r0))):
+        raise RLCurvesError(f"r0= must be a finite number or None, got {r0!r}", r0=r0)
     return dict(fit_kws)
 
 

@@ -67,7 +67,8 @@ def cli_words(message: str) -> str:
             value = value.replace(" ", "-")
         return f"{KEYWORD_FLAGS[name]} {value}{trail}"
 
-    return _KEYWORD.sub(flag, message)
+    # None is how Python leaves a keyword out; a flag is left out by not passing it
+    return _KEYWORD.sub(flag, message.replace(" or None", ""))
 
 
 def _say(args: argparse.Namespace, text: str) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
-from ._data import _column, as_float_array, resolve_xy
+from ._data import _column, as_float_array, is_bound, resolve_xy
 from .errors import IdentifiabilityWarning, NotConvergedWarning, RLCurvesError
 from .model import log_compute, sigmoid
 from .result import SigmoidFit, covariance, residual_variance, standard_errors
@@ -110,7 +110,7 @@ def fit_sigmoid(
         raise RLCurvesError(f"unknown method {method!r}; choose one of {list(_METHODS)}")
     for name, bound in (("min_compute", min_compute), ("max_compute", max_compute)):
         # text was numpy's UFuncTypeError; nan an empty window "[nan, inf]"
-        if bound is not None and not _is_bound(bound):
+        if bound is not None and not is_bound(bound):
             raise RLCurvesError(
                 f"{name}= must be a compute value (a number) or None, got {bound!r}",
                 **{name: bound},
@@ -479,16 +479,6 @@ def _peak_words(n, A, sd, rho, m, tail_gap, k, i_peak, peak, drop, latest, c_pea
         f"{A:.3g} is not supported by the latest evaluations (the last {m} average "
         f"{latest:.3g}, {abs(tail_gap):.2g} {side} the fitted curve)"
     )
-
-
-def _is_bound(value: object) -> bool:
-    """Whether ``value`` can bound the fit window: one number, not NaN (text is not one)."""
-    if isinstance(value, (str, bytes)) or np.ndim(value) != 0:
-        return False
-    try:
-        return not math.isnan(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return False
 
 
 def _window(c: np.ndarray, lo: float | None, hi: float | None) -> np.ndarray:

@@ -539,7 +539,7 @@ class Monitor:
         if not 0 < level < 1:
             raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
         if target is not None and not math.isfinite(_number("target", target)):
-            raise RLCurvesError(f"target must be a finite reward or None, got {target}")
+            raise RLCurvesError(f"target= must be a finite reward (a number), got {target}")
         if min_fraction is not None and not 0 <= min_fraction <= 1:
             raise RLCurvesError(f"min_fraction must be in [0, 1], got {min_fraction}")
         if int(n_samples) < 1:
@@ -824,7 +824,9 @@ class Monitor:
         ):
             v = float(baseline)
             if not math.isfinite(v):
-                raise RLCurvesError(f"a numeric baseline must be finite, got {baseline}")
+                raise RLCurvesError(
+                    f"baseline= must be a finite reward level or a finished run, got {baseline}"
+                )
             return f"{v:g}", {"mean": v, "lower": v, "upper": v, "draws": np.array([v])}
         if isinstance(baseline, Forecast):
             if baseline.predictive is None:

@@ -220,3 +220,26 @@ def test_regression_watch_out_naming_a_file_and_settings_in_flag_words(tmp_path,
     for flags, words in cases:
         assert main([*watch, *flags]) == 2, flags
         assert words in capsys.readouterr().err
+
+
+def test_regression_watch_refuses_a_nan_fit_window_up_front_and_says_no_python_none(
+    tmp_path, capsys
+):
+    # --min-compute nan or --r0 nan was accepted by watch and every report said "TOO EARLY TO
+    # TELL: no fit yet: --min-compute must be ... or None"; --baseline nan said "a numeric
+    # baseline must be finite". Now each is refused before the first look, in flags, without
+    # Python's "or None" (a flag is left out by not passing it)
+    path = str(_csv(tmp_path))
+    watch = ["watch", path, *IO, "--once", "--no-plot", "--budget", "16000"]
+    cases = [
+        (["--min-compute", "nan"], "--min-compute must be a compute value (a number), got nan"),
+        (["--r0", "nan"], "--r0 must be a finite number, got nan"),
+        (["--baseline", "nan"], "--baseline must be a finite reward level or a finished run"),
+        (["--target", "nan"], "--target must be a finite reward (a number), got nan"),
+    ]
+    for flags, words in cases:
+        assert main([*watch, *flags]) == 2, flags
+        captured = capsys.readouterr()
+        assert words in captured.err and "None" not in captured.err, flags
+        assert "advice" not in captured.out, flags
+    assert not list(tmp_path.glob("rlcurves_monitor*"))

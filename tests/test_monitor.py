@@ -359,3 +359,12 @@ def test_a_first_look_at_a_run_under_way_checks_the_stop_held():
     r2[-1] -= 0.3
     rep = Monitor(4000.0, baseline=0.40, n_samples=100).update(c, r2)
     assert rep.pending is None and not rep.peak.peaked
+
+
+def test_regression_a_fit_window_that_cannot_fit_is_refused_when_the_monitor_is_built():
+    # fit_kws={"min_compute": nan} (or text, or r0=inf) was accepted and every refit said
+    # "too early to tell: no fit yet", so no advice could ever come
+    for kws in ({"min_compute": float("nan")}, {"max_compute": "x"}, {"r0": float("inf")}):
+        with pytest.raises(rlcurves.RLCurvesError, match=f"{next(iter(kws))}= must be"):
+            Monitor(1000.0, fit_kws=kws)
+    Monitor(1000.0, fit_kws={"min_compute": 10.0, "r0": 0.1})  # numbers are taken
