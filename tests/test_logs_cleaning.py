@@ -477,3 +477,13 @@ def test_an_explicit_column_of_another_unit_keeps_its_own_unit(tmp_path):
     assert df.attrs["compute_unit"] == "tokens (as logged)"
     np.testing.assert_array_equal(df["compute"], [1e6, 2e6])
     assert read_log(tmp_path / "run.csv", compute="compute").attrs["compute_unit"] == "GPU-hours"
+
+
+def test_regression_a_reward_column_of_nulls_is_called_missing_not_text(tmp_path):
+    # JSON lines whose reward is always null said the column "holds text (None)"
+    lines = "".join(f'{{"step": {i}, "gpu_hours": {i}, "val_reward": null}}\n' for i in (1, 2))
+    (tmp_path / "run.jsonl").write_text(lines)
+    with pytest.raises(RLCurvesError, match=r"'val_reward' would be the reward but every value is"):
+        read_log(tmp_path / "run.jsonl")
+    with pytest.raises(RLCurvesError, match=r"holds no numbers \(every value is missing\)"):
+        read_log(tmp_path / "run.jsonl", reward="val_reward")

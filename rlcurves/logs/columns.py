@@ -156,8 +156,13 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
             raise _missing(raw, "the reward", reward, f"Pass reward='<one of these>'.{hint}")
         if not (_numeric(frame, reward) or raw.as_numbers(reward)):
             raise RLCurvesError(
-                f"{raw.source}: reward column {reward!r} holds no numbers (first value: "
-                f"{_first_non_number(frame[reward])!r}). Pass reward= a numeric metric column.",
+                f"{raw.source}: reward column {reward!r} holds no numbers ("
+                + (
+                    "every value is missing"
+                    if frame[reward].isna().all()
+                    else f"first value: {_first_non_number(frame[reward])!r}"
+                )
+                + "). Pass reward= a numeric metric column.",
                 file=raw.source,
                 column=reward,
                 columns=[str(c) for c in frame.columns],
@@ -185,10 +190,7 @@ def choose_reward(raw: RawLog, reward: str | None) -> tuple[str, str]:
                 columns=[str(c) for c in frame.columns],
             )
     columns = [str(c) for c in frame.columns]
-    why = "".join(
-        f" Column {c!r} would be the reward but holds text ({_first_non_number(frame[c])!r})."
-        for c in not_numbers
-    )
+    why = "".join(_why_not_numbers(frame, c) for c in not_numbers)
     candidates = numeric_candidates(raw)
     could = f" Numeric columns that could be the reward: {candidates}." if candidates else ""
     example = f"'{candidates[0]}' (or another)" if candidates else "'<column>'"
@@ -219,6 +221,14 @@ def numeric_candidates(raw: RawLog) -> list[str]:
         and frame[c].notna().any()
         and not str(c).endswith(("__MIN", "__MAX"))
     ]
+
+
+def _why_not_numbers(frame: pd.DataFrame, column: str) -> str:
+    """Why a column named like the reward is not read as it: text in it, or nothing at all."""
+    if frame[column].isna().all():
+        return f" Column {column!r} would be the reward but every value is missing (null)."
+    text = _first_non_number(frame[column])
+    return f" Column {column!r} would be the reward but holds text ({text!r})."
 
 
 def _first_non_number(column: pd.Series) -> object:
