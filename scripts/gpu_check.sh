@@ -5,7 +5,9 @@
 # marking a timeout in the report 30 s (a check cut short fails, keeping what it measured).
 # With 2+ GPUs the multi-GPU parts run too and the check gets 900 s (15.5 minutes in all).
 #
-#   bash scripts/gpu_check.sh [OUT] [THRESHOLD FLAGS...]     (default OUT: gpu_check)
+#   bash scripts/gpu_check.sh [OUT] [THRESHOLD FLAGS...]     (default OUT: gpu_check, or the
+#                                                          next free gpu_check.N; a named OUT
+#                                                          must not hold an earlier check)
 #   bash scripts/gpu_check.sh gpu_check --max-head-mismatch-fp32 0.02 --require-vllm
 #
 # What runs, most informative first (recipe/gpu_check.py; python -m recipe.gpu_check --help lists
@@ -21,8 +23,15 @@
 # GPU_CHECK_SECONDS (the check's own limit; default 445 with at most one GPU, 900 with more).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="${1:-gpu_check}"
-[[ $# -gt 0 ]] && shift
+if [[ $# -gt 0 ]]; then
+    OUT="$1"
+    shift
+else  # the default folder, or the next free gpu_check.N: a rerun keeps the earlier report
+    OUT=gpu_check
+    n=1
+    while [[ -n "$(ls -A "$OUT" 2>/dev/null)" ]]; do OUT="gpu_check.$n"; n=$((n + 1)); done
+    echo "gpu_check: writing to $OUT/"
+fi
 if [[ -z "${PY:-}" ]]; then
     if [[ -x .venv-vllm/bin/python ]]; then PY=.venv-vllm/bin/python; else PY=python3; fi
 fi

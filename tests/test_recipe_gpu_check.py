@@ -273,3 +273,24 @@ def test_regression_a_rerun_into_an_earlier_check_is_refused(tmp_path, capsys):
         assert err.value.code == 2
         assert f"holds an earlier check ({earlier})" in capsys.readouterr().err
         assert (out / earlier).read_text() == "{}\n"
+
+
+def test_regression_the_scripts_default_folder_moves_on_when_an_earlier_check_is_there(tmp_path):
+    # recipe.gpu_check refuses an --out that holds an earlier check, so a rerun of
+    # `bash scripts/gpu_check.sh` with its default folder (a second try on a warm GPU machine)
+    # would have been refused; the default now moves on to the next free gpu_check.N
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "gpu_check.sh"
+    script.write_text(SCRIPT.read_text())
+    fake = tmp_path / "fake_python"  # stands in for the check: writes its report into --out
+    fake.write_text('#!/usr/bin/env bash\nwhile [[ $1 != --out ]]; do shift; done\n'
+                    'echo "{}" > "$2/gpu_check.json"\n')  # fmt: skip
+    fake.chmod(0o755)
+    env = {**os.environ, "PY": str(fake), "GPU_CHECK_SECONDS": "60"}
+    for expected in ("gpu_check", "gpu_check.1", "gpu_check.2"):
+        done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert f"writing to {expected}/" in done.stdout
+        assert (tmp_path / expected / "gpu_check.json").exists()
+    named = subprocess.run(["bash", str(script), "mine"], env=env, capture_output=True, text=True)
+    assert named.returncode == 0 and (tmp_path / "mine" / "gpu_check.json").exists()
