@@ -1,4 +1,4 @@
-"""Every Python example of the user guide (docs/guide/*.md) runs as written.
+"""Every Python and command-line example of the user guide (docs/guide/*.md) runs as written.
 
 The examples are what a user copies first; nothing else executes them (the docstrings' examples
 are doctests, the README's fifteen lines run in tests/test_readme.py). A page's blocks run in
@@ -41,3 +41,39 @@ def test_guide_page_examples_run(page, tmp_path, monkeypatch, capsys):
             finally:
                 plt.close("all")
     assert capsys.readouterr().out.strip()  # every page prints something
+
+
+BASH = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
+# the trainer page's rlcurves line reads the run its block trains first (tests/test_recipe_*)
+COMMANDS = [
+    (page.stem, line.split("#")[0].strip())
+    for page in sorted(GUIDE.glob("*.md"))
+    if page.stem != "trainer"
+    for block in BASH.findall(page.read_text())
+    for line in block.splitlines()
+    if line.startswith("rlcurves ")
+]
+
+
+def test_the_guide_has_command_line_examples():
+    assert len(COMMANDS) >= 8, COMMANDS
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: f"{c[0]}: {c[1][:60]}")
+def test_guide_command_line_examples_run(command, tmp_path, monkeypatch, capsys):
+    import shlex
+
+    import matplotlib.pyplot as plt
+
+    from rlcurves.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            status = main(shlex.split(command[1])[1:])
+        finally:
+            plt.close("all")
+    captured = capsys.readouterr()
+    assert status in (0, None), captured.err[-2000:]
+    assert captured.out.strip()
