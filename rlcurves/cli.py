@@ -266,9 +266,9 @@ def _records(frame: pd.DataFrame) -> list[dict]:
 
 
 def _add_fit_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--min-compute", type=float, help="drop points below this compute")
-    p.add_argument("--max-compute", type=float, help="drop points above this compute")
-    p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
+    p.add_argument("--min-compute", type=finite_arg, help="drop points below this compute")
+    p.add_argument("--max-compute", type=finite_arg, help="drop points above this compute")
+    p.add_argument("--r0", type=finite_arg, help="fix R0 (the starting model's pass rate)")
     p.add_argument(
         "--method",
         default="auto",
@@ -291,6 +291,17 @@ def image_arg(text: str) -> str:
             f"{what}; end the file name in .png, .pdf or .svg (or one of {others})"
         )
     return text
+
+
+def finite_arg(text: str) -> float:
+    """A number flag's type where NaN and infinities mean nothing (a reward, a compute bound)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
 
 
 def seed_arg(text: str) -> int:
@@ -886,7 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="interval method (default: calibrated bootstrap)",
     )
     add_metric_kind_arg(p)
-    p.add_argument("--target", type=float, help="also: compute to reach this reward")
+    p.add_argument("--target", type=finite_arg, help="also: compute to reach this reward")
     p.add_argument(
         "--plot", type=image_arg, help="save the fit with its forecast band to this image"
     )
@@ -925,8 +936,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("backtest", help="refit a finished run on prefixes; score the forecasts")
     _add_io_args(p)
-    p.add_argument("--min-compute", type=float, help="drop points below this compute")
-    p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
+    p.add_argument("--min-compute", type=finite_arg, help="drop points below this compute")
+    p.add_argument("--r0", type=finite_arg, help="fix R0 (the starting model's pass rate)")
     p.add_argument(
         "--fractions",
         type=float,
@@ -953,11 +964,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--min-compute",
-        type=float,
+        type=finite_arg,
         default=1500.0,
         help="fit window start (the paper drops the first ~1.5k GPU-hours)",
     )
-    p.add_argument("--target", type=float, help="reward to compute the budget for")
+    p.add_argument("--target", type=finite_arg, help="reward to compute the budget for")
     p.add_argument(
         "--compute",
         help="column of the example to use as compute (default: its GPU-hours column; "

@@ -39,7 +39,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="what to beat at the budget: a finished run's log or folder (one that ended short "
         "of the budget is forecast there), or a reward level (a number, e.g. 0.62)",
     )
-    p.add_argument("--target", type=float, help="a reward to reach: compute to reach it")
+    p.add_argument("--target", type=cli.finite_arg, help="a reward to reach: compute to reach it")
     p.add_argument(
         "--every", type=float, default=30.0, help="seconds between looks at the log (default 30)"
     )
@@ -52,8 +52,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help=f"folder for {MONITOR_PNG} and {MONITOR_JSONL} (default: next to the log)",
     )
     cli._add_log_args(p)
-    p.add_argument("--min-compute", type=float, help="drop points below this compute")
-    p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
+    p.add_argument("--min-compute", type=cli.finite_arg, help="drop points below this compute")
+    p.add_argument("--r0", type=cli.finite_arg, help="fix R0 (the starting model's pass rate)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--seed", type=cli.seed_arg, default=0, help="random seed of the bootstrap")
     p.add_argument(
@@ -104,8 +104,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="HTML file to write")
     p.add_argument("--budget", type=float, help="forecast every run at this compute")
     cli._add_log_args(p)
-    p.add_argument("--min-compute", type=float, help="drop points below this compute")
-    p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
+    p.add_argument("--min-compute", type=cli.finite_arg, help="drop points below this compute")
+    p.add_argument("--r0", type=cli.finite_arg, help="fix R0 (the starting model's pass rate)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--seed", type=cli.seed_arg, default=0, help="random seed of the bootstrap")
     p.add_argument(

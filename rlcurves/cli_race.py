@@ -152,8 +152,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-plot", action="store_true", help="do not write the figure")
     p.add_argument("--json", action="store_true", help="print the table as JSON")
     cli._add_log_args(p)
-    p.add_argument("--min-compute", type=float, help="drop points below this compute")
-    p.add_argument("--r0", type=float, help="fix R0 (the starting model's pass rate)")
+    p.add_argument("--min-compute", type=cli.finite_arg, help="drop points below this compute")
+    p.add_argument("--r0", type=cli.finite_arg, help="fix R0 (the starting model's pass rate)")
     p.add_argument("--level", type=float, default=0.9, help="interval level (default: 0.9)")
     p.add_argument("--seed", type=cli.seed_arg, default=0, help="random seed of the forecasts")
     p.add_argument(

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike
 
+from .errors import RLCurvesError
 from .model import PARAM_NAMES, inverse_sigmoid, log_compute, loglog_values
 from .model import sigmoid as sigmoid_curve
 from .solver import Bounds
@@ -185,7 +186,21 @@ class SigmoidFit:
         float, numpy.ndarray, ComputeTarget or pandas.DataFrame
             Without ``level``: ``inf`` for a reward at or beyond the ceiling A (never reached), 0
             for one at or before R0.
+
+        Raises
+        ------
+        RLCurvesError
+            A target that is not a finite number (NaN, text, an empty list).
         """
+        try:
+            targets = np.asarray(reward, dtype=float)
+        except (TypeError, ValueError):
+            targets = np.array(np.nan)
+        if targets.size == 0 or not np.all(np.isfinite(targets)):  # nan was a quiet nan
+            raise RLCurvesError(
+                f"reward= must be finite target reward(s), e.g. 0.6, got {reward!r}",
+                reward=reward,
+            )
         if level is None:
             out = inverse_sigmoid(reward, self.A, self.B, self.C_mid, self.R0)
             return float(out) if np.ndim(reward) == 0 else out

@@ -215,11 +215,13 @@ def test_regression_watch_out_naming_a_file_and_settings_in_flag_words(tmp_path,
         (["--budget", "0"], "--budget must be a positive compute value"),
         (["--budget", "16000", "--n-samples", "0"], "--n-samples must be a positive integer"),
         (["--budget", "16000", "--hold", "0"], "--hold must be a positive integer"),
-        (["--budget", "16000", "--target", "nan"], "--target must be a finite reward"),
     ]
     for flags, words in cases:
         assert main([*watch, *flags]) == 2, flags
         assert words in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a target that is no number: argparse's type says so
+        main([*watch, "--budget", "16000", "--target", "nan"])
+    assert "argument --target: must be a finite number" in capsys.readouterr().err
 
 
 def test_regression_watch_refuses_a_nan_fit_window_up_front_and_says_no_python_none(
@@ -232,14 +234,39 @@ def test_regression_watch_refuses_a_nan_fit_window_up_front_and_says_no_python_n
     path = str(_csv(tmp_path))
     watch = ["watch", path, *IO, "--once", "--no-plot", "--budget", "16000"]
     cases = [
-        (["--min-compute", "nan"], "--min-compute must be a compute value (a number), got nan"),
-        (["--r0", "nan"], "--r0 must be a finite number, got nan"),
+        (["--min-compute", "nan"], "argument --min-compute: must be a finite number, got 'nan'"),
+        (["--r0", "nan"], "argument --r0: must be a finite number, got 'nan'"),
         (["--baseline", "nan"], "--baseline must be a finite reward level or a finished run"),
-        (["--target", "nan"], "--target must be a finite reward (a number), got nan"),
+        (["--target", "inf"], "argument --target: must be a finite number, got 'inf'"),
     ]
     for flags, words in cases:
-        assert main([*watch, *flags]) == 2, flags
+        try:
+            status = main([*watch, *flags])
+        except SystemExit as exc:  # argparse's type refused it
+            status = exc.code
+        assert status == 2, flags
         captured = capsys.readouterr()
         assert words in captured.err and "None" not in captured.err, flags
         assert "advice" not in captured.out, flags
     assert not list(tmp_path.glob("rlcurves_monitor*"))
+
+
+@pytest.mark.parametrize("command", ["fit", "forecast", "plot", "backtest", "race", "report"])
+def test_regression_nan_for_a_reward_or_compute_bound_is_refused_by_argparse(
+    tmp_path, capsys, command
+):
+    # --target nan in forecast printed "--reward must be finite target reward(s)" (the Python
+    # keyword of compute_to_reach, in flag words: a flag forecast does not have); --r0 and
+    # --min-compute nan reached the fit. Every such flag now takes finite numbers only
+    path = str(_csv(tmp_path))
+    extra = {"forecast": ["--at", "16000"], "race": ["--budget", "16000"],
+             "report": ["-o", str(tmp_path / "r.html")]}.get(command, [])  # fmt: skip
+    flags = [["--r0", "nan"], ["--min-compute", "inf"]]
+    if command == "forecast":
+        flags.append(["--target", "nan"])
+    for flag in flags:
+        with pytest.raises(SystemExit) as exit_:
+            main([command, path, *IO, *extra, *flag])
+        assert exit_.value.code == 2
+        err = capsys.readouterr().err
+        assert f"argument {flag[0]}: must be a finite number, got '{flag[1]}'" in err, err

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rlcurves import RLCurvesError, fit_sigmoid, fit_sigmoid_batch
+from rlcurves import RLCurvesError, fit_sigmoid, fit_sigmoid_batch, sigmoid
 
 C = np.array([0, 100, 200, 400, 800, 1600, 3200.0])
 R = np.array([0.1, 0.12, 0.2, 0.3, 0.45, 0.55, 0.6])
@@ -86,3 +86,15 @@ def test_regression_fit_window_bound_text_or_nan_names_the_keyword(keyword):
     for bad in ("x", float("nan")):
         with pytest.raises(RLCurvesError, match=f"{keyword}= must be a compute value"):
             fit_sigmoid(c, r, **{keyword: bad})
+
+
+def test_regression_compute_to_reach_a_nan_target_is_an_error_not_a_quiet_nan():
+    rng = np.random.default_rng(0)
+    c = np.linspace(100, 5000, 30)
+    fit = fit_sigmoid(c, sigmoid(c, 0.6, 2.0, 1500, 0.1) + rng.normal(0, 0.01, 30))
+    for bad in (float("nan"), "x", [], [0.5, float("inf")]):
+        with pytest.raises(RLCurvesError, match="reward= must be finite target reward"):
+            fit.compute_to_reach(bad)
+    with pytest.raises(RLCurvesError, match="reward= must be finite"):
+        fit.compute_to_reach(float("nan"), level=0.9)
+    assert np.isfinite(fit.compute_to_reach(0.5))

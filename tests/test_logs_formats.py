@@ -385,3 +385,16 @@ def test_regression_read_log_path_not_a_path_and_read_logs_of_one_path():
         read_logs([None])
     one = str(DATA / "csv" / "run_a.csv")
     pd.testing.assert_frame_equal(read_logs(one), read_logs([one]))
+
+
+def test_regression_describe_log_of_a_path_and_read_log_with_a_number_for_a_column():
+    # describe_log("runs/x") was an AttributeError ('str' object has no attribute 'attrs');
+    # read_log(path, reward=3) a TypeError ('int' object is not iterable)
+    from rlcurves import RLCurvesError, describe_log
+
+    with pytest.raises(RLCurvesError, match=r"describe_log takes the frame rlcurves.read_log"):
+        describe_log("runs/my_run")
+    for kws, word in (({"reward": 3}, "reward="), ({"compute": ["gpu_hours"]}, "compute="),
+                      ({"run": 1}, "run=")):  # fmt: skip
+        with pytest.raises(RLCurvesError, match=f"{word} takes a column name"):
+            read_log("example:simulated_scalerl_8b", **kws)

@@ -158,6 +158,20 @@ def _same(original: pd.Series, canonical: pd.Series | None) -> bool:
     )
 
 
+def _check_column_names(**given: object) -> None:
+    """``compute=``, ``reward=`` and ``run=`` are column names (str), or lists of them where a
+    list is taken (``reward``, ``run``): anything else (``reward=3``) is said here, not as a
+    TypeError deep in the reader."""
+    for key, value in given.items():
+        if value is None or isinstance(value, str):
+            continue
+        if key != "compute" and isinstance(value, (list, tuple)):
+            if all(isinstance(v, str) for v in value):
+                continue
+        takes = "a column name" + ("" if key == "compute" else " or a list of them")
+        raise RLCurvesError(f"{key}= takes {takes} (str), got {value!r}", **{key: value})
+
+
 def _check_paths(paths: Sequence[PathLike]) -> list[Path | str]:
     out: list[Path | str] = []
     for item in paths:
@@ -300,6 +314,7 @@ def read_logs(
     ['recipe_cpu_demo_seed0', 'recipe_cpu_demo_seed1']
     """
     check_format(format)
+    _check_column_names(compute=compute, reward=reward, run=run)
     if isinstance(paths, (str, os.PathLike)):  # one path, not its characters ('l: no such file')
         paths = [paths]
     if not paths:

@@ -32,6 +32,11 @@ def describe_log(df: pd.DataFrame) -> str:
     >>> print(rlcurves.describe_log(df).splitlines()[2])
       compute [GPU-hours]: GPU-hours column 'gpu_hours'
     """
+    if not isinstance(df, pd.DataFrame):  # a path, say: describe_log(read_log(path))
+        raise RLCurvesError(
+            f"describe_log takes the frame rlcurves.read_log returned, got "
+            f"{type(df).__name__} {df!r}; e.g. describe_log(rlcurves.read_log(path))"
+        )
     runs = df.attrs.get("runs")
     if not runs:
         raise RLCurvesError(
