@@ -90,3 +90,78 @@ def test_race_pruner_settings_are_checked():
         RacePruner(BUDGET, higher_is_better=False)
     with pytest.raises(RLCurvesError, match="tolerance"):
         RacePruner(BUDGET, tolerance=-1)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_regression_a_diverged_trial_is_pruned_and_the_study_goes_on(bad):
+    """A NaN or infinite intermediate value (a diverged run) prunes its trial at once, as
+    Optuna's own pruners prune a NaN, and the trial leaves the race as failed. Before, a NaN was
+    skipped (the diverged trial ran to the end) and an inf raised in every later trial's
+    should_prune (every trial after it failed)."""
+    pruner = RacePruner(BUDGET, rungs=10)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+
+    def diverging(trial):
+        for step in range(1, BUDGET + 1):
+            trial.report(0.3 if step < 6 else bad, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+        return 0.3
+
+    study.optimize(diverging, n_trials=1)
+    study.enqueue_trial({"recipe": "mid"})
+    study.optimize(objective, n_trials=1)
+    first, second = study.trials
+    assert first.state == optuna.trial.TrialState.PRUNED and first.last_step == 6
+    assert second.state == optuna.trial.TrialState.COMPLETE
+    table = pruner.report.table.set_index("run")
+    assert table.loc["0", "advice"] == "failed"
+    assert "diverged" in table.loc["0", "reason"]
+    assert table.loc["0", "n_points"] == 5  # the finite values are kept
+
+
+def test_regression_steps_reported_out_of_order_are_each_fed_once():
+    """Optuna takes steps in any order; the race got the values after the first sorted ones
+    again (steps 2, 2, 4, 4, ...: every odd step lost, every even one twice)."""
+    pruner = RacePruner(BUDGET, rungs=None)  # a report at every new point
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = study.ask()
+    ys = reward("mid", range(1, 11))
+    for step in [2, 1, 4, 3, 6, 5, 8, 7, 10, 9]:
+        trial.report(float(ys[step - 1]), step)
+        trial.should_prune()
+    points = pruner.report.points["0"]
+    assert points["compute"].tolist() == list(range(1, 11))
+    assert points["reward"].tolist() == pytest.approx([float(y) for y in ys])
+
+
+def test_regression_one_pruner_races_each_study_on_its_own():
+    """A pruner reused for a second study kept racing the first: the second study's trial 0
+    was appended to the first's (trial numbers restart), in the first study's direction."""
+    pruner = RacePruner(BUDGET, rungs=None)
+    ys = reward("mid", range(1, 16))
+    first = optuna.create_study(direction="maximize", pruner=pruner)
+    trial = first.ask()
+    for step in range(1, 11):
+        trial.report(float(ys[step - 1]), step)
+        trial.should_prune()
+    first.tell(trial, float(ys[9]))
+    second = optuna.create_study(direction="minimize", pruner=pruner)
+    trial = second.ask()
+    for step in range(1, 16):
+        trial.report(-float(ys[step - 1]), step)
+        trial.should_prune()
+    assert pruner.report.higher_is_better is False
+    assert pruner.report.points["0"]["compute"].tolist() == list(range(1, 16))
+
+
+def test_regression_trials_in_threads_n_jobs():
+    """study.optimize(n_jobs=...) prunes from several threads at once; the race's state was
+    changed under a report in progress (AttributeError, ValueError: the trials failed)."""
+    pruner = RacePruner(BUDGET, rungs=None)
+    study = optuna.create_study(direction="maximize", pruner=pruner)
+    for recipe in RECIPES:
+        study.enqueue_trial({"recipe": recipe})
+    study.optimize(objective, n_trials=4, n_jobs=4, catch=(Exception,))
+    states = [t.state for t in study.trials]
+    assert optuna.trial.TrialState.FAIL not in states, [t.system_attrs for t in study.trials]

@@ -6,8 +6,13 @@ Optuna calls ``prune(study, trial)`` when a trial asks ``trial.should_prune()`` 
 trials the race stops: those whose forecast at the budget makes them unlikely to be the best, the
 risk of losing the best over the whole study at most ``alpha`` (spent stop by stop). Trials may run
 one after another (Optuna's default: a later trial races against the finished ones' curves) or in
-parallel. A trial that failed leaves the race; a completed or pruned one stays in it with its
-forecast.
+parallel (also with ``study.optimize(n_jobs=...)``: the pruner is thread-safe). A trial that failed
+leaves the race; a completed or pruned one stays in it with its forecast. A trial whose latest
+intermediate value is NaN or infinite (a diverged run) is pruned at once, as Optuna's own pruners
+prune a NaN, and leaves the race as failed (its finite values are kept). Steps may come in any
+order. The race is rebuilt from the study's intermediate values, so a study resumed from its
+storage (``optuna.load_study(..., pruner=RacePruner(...))``) races its earlier trials too, and
+one pruner used for several studies races each on its own.
 
 Install with ``pip install 'rlcurves[optuna]'``.
 
@@ -26,7 +31,10 @@ Examples
 
 from __future__ import annotations
 
+import math
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RLCurvesError
@@ -62,9 +70,15 @@ class RacePruner(BasePruner):
     Attributes
     ----------
     race : Race or None
-        Built on the first call.
+        The race of the study pruned last (one per study, built at its first call).
     report : RaceReport or None
         The latest report.
+
+    Raises
+    ------
+    RLCurvesError
+        Settings :class:`~rlcurves.race.Race` refuses, ``higher_is_better=`` (the direction
+        comes from the study), a multi-objective study, a ``group_by`` that returns None.
     """
 
     def __init__(
@@ -79,40 +93,90 @@ class RacePruner(BasePruner):
         self._race_kws = race_kws
         self.race: Race | None = None
         self.report: RaceReport | None = None
-        self._fed: dict[int, int] = {}  # trial number -> intermediate values fed
-        self._closed: set[int] = set()
+        self._studies: dict[tuple, _StudyRace] = {}  # one race per study
+        self._lock = threading.Lock()  # study.optimize(n_jobs=...) prunes from several threads
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def prune(self, study: optuna.study.Study, trial: FrozenTrial) -> bool:
         if len(study.directions) != 1:
-            raise RLCurvesError("RacePruner races one objective; the study has several")
-        if self.race is None:
-            up = study.direction == StudyDirection.MAXIMIZE
-            self.race = Race(self.budget, higher_is_better=up, **self._race_kws)
-        for t in study.get_trials(deepcopy=False):
-            self._sync(t)
-        self._sync(trial)
-        self.report = self.race.report()
-        return str(trial.number) in self.report.stop
+            raise RLCurvesError(
+                "RacePruner races one objective; the study has "
+                f"{len(study.directions)} (Optuna prunes single-objective studies only)"
+            )
+        with self._lock:
+            key = (study.study_name, study._study_id)
+            state = self._studies.get(key)
+            if state is None:
+                up = study.direction == StudyDirection.MAXIMIZE
+                race = Race(self.budget, higher_is_better=up, **self._race_kws)
+                state = self._studies[key] = _StudyRace(race)
+            self.race = state.race
+            for t in study.get_trials(deepcopy=False):
+                self._sync(state, t)
+            self._sync(state, trial)
+            self.report = state.race.report()
+            return _diverged(trial) is not None or str(trial.number) in self.report.stop
 
-    def _sync(self, t: FrozenTrial) -> None:
+    def _sync(self, state: _StudyRace, t: FrozenTrial) -> None:
         """Feed the race what is new about one trial: its new values, and how it ended."""
-        race = self.race
+        race = state.race
         name = str(t.number)
-        values = sorted(t.intermediate_values.items())
-        done = self._fed.get(t.number, 0)
-        new = [(s, v) for s, v in values[done:] if v == v]  # Optuna keeps NaN reports; skip them
+        fed = state.fed.setdefault(t.number, set())
+        new = sorted((s, v) for s, v in t.intermediate_values.items() if s not in fed)
+        fed.update(s for s, _ in new)
+        new = [(s, v) for s, v in new if math.isfinite(v)]  # NaN, inf: see _diverged
         if new:
-            group = None if self._group_by is None else str(self._group_by(t))
+            group = None if self._group_by is None else self._group(t)
             race.update(name, [s for s, _ in new], [v for _, v in new], group=group)
-        self._fed[t.number] = len(values)
-        if t.number in self._closed or name not in race.runs:
+        if t.number in state.closed or name not in race.runs:
             return
+        diverged = _diverged(t)
         if t.state == TrialState.FAIL:
             race.fail(name, "the trial failed in Optuna")
-            self._closed.add(t.number)
+            state.closed.add(t.number)
+        elif t.state in (TrialState.COMPLETE, TrialState.PRUNED) and diverged is not None:
+            race.fail(name, diverged)
+            state.closed.add(t.number)
         elif t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             race.end(name)
-            self._closed.add(t.number)
+            state.closed.add(t.number)
+
+    def _group(self, t: FrozenTrial) -> str:
+        group = self._group_by(t)
+        if group is None:
+            raise RLCurvesError(
+                f"group_by returned None for trial {t.number} (params {t.params}); it must name "
+                "the trial's recipe (a str), e.g. its params without the seed"
+            )
+        return str(group)
+
+
+@dataclass
+class _StudyRace:
+    """The race of one study, and what of its trials it has seen."""
+
+    race: Race
+    fed: dict[int, set[int]] = field(default_factory=dict)  # trial number -> steps fed
+    closed: set[int] = field(default_factory=set)  # trials whose end the race knows
+
+
+def _diverged(t: FrozenTrial) -> str | None:
+    """Why a trial counts as diverged (its latest intermediate value NaN or infinite), or None."""
+    if not t.intermediate_values:
+        return None
+    step = max(t.intermediate_values)
+    value = t.intermediate_values[step]
+    if math.isfinite(value):
+        return None
+    return f"diverged: reported {value} at step {step}"
 
 
 __all__ = ["RacePruner"]
