@@ -27,7 +27,9 @@ completions as :class:`~recipe.generate.Completion`, tensors, and the picklable 
 The child exits on :meth:`ProcessGenerator.close`, and by itself within a second when the
 trainer disappears (checked while it waits for work: the trainer's pid, and its own parent, the
 trainer or the fork server, which exits with the trainer), so a killed trainer leaves no orphan;
-it is also a daemon process, which ``multiprocessing`` terminates when the trainer exits. An
+it is also a daemon process, which ``multiprocessing`` terminates when the trainer exits. A
+signal sent to the trainer's whole process group (Ctrl-C in a terminal, SIGTERM from Slurm or
+torchrun) ends the child quietly, as does a pipe its trainer reset or closed. An
 error in the child comes back as :class:`GeneratorProcessError` with the child's traceback; a
 child that dies (killed, out of memory) is noticed within a second by a caller waiting on it.
 """
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import threading
 import traceback
 import weakref
@@ -101,25 +104,49 @@ def _alive(pid: int) -> bool:
 def _serve(conn, build, shared, version: int, threads: int, trainer: int) -> None:
     """The child's loop: build the engine, load the shared weights, answer requests in order."""
     parent = os.getppid()  # the trainer (spawn) or the fork server
+    signal.signal(signal.SIGTERM, _stop_serving)  # an exit that runs the process's finalizers
     torch.set_num_threads(threads)
     try:
-        engine = build()
-        engine.push_weights(shared, version)
-        _sync_cuda(shared)
-        rng = getattr(engine, "rng", None)
-        conn.send(("ok", rng.get_state() if rng is not None else None))
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
+        try:
+            engine = build()
+            engine.push_weights(shared, version)
+            _sync_cuda(shared)
+            rng = getattr(engine, "rng", None)
+            reply = ("ok", rng.get_state() if rng is not None else None)
+        except _Stop:
+            raise
+        except BaseException:
+            reply, engine = ("error", traceback.format_exc()), None
+        conn.send(reply)
+        if engine is not None:
+            _answer(conn, engine, rng, shared, parent, trainer)
+    except (EOFError, ConnectionError, KeyboardInterrupt, _Stop):
+        # the trainer is gone (killed: its end of the pipe was reset or closed), or a signal
+        # reached the trainer's whole process group (Ctrl-C in a terminal, SIGTERM from Slurm
+        # or torchrun; the trainer closes down by itself): nothing is left to answer, and the
+        # trainer says what happened
         return
+
+
+class _Stop(BaseException):
+    """SIGTERM in the child (:func:`_stop_serving`)."""
+
+
+def _stop_serving(signum, frame) -> None:
+    """SIGTERM ends the child's loop, even inside a request, and the process exits normally
+    (the default action would skip its finalizers, and ``multiprocessing``'s resource tracker
+    would warn of the semaphores they release)."""
+    raise _Stop
+
+
+def _answer(conn, engine, rng, shared, parent: int, trainer: int) -> None:
+    """Answer the trainer's requests until ``close`` or until it is gone."""
     while True:
         if not conn.poll(POLL_SECONDS):
             if os.getppid() != parent or not _alive(trainer):  # do not outlive the trainer
                 return
             continue
-        try:
-            op, args = conn.recv()
-        except EOFError:  # the parent closed its end
-            return
+        op, args = conn.recv()  # EOFError: the trainer closed its end
         if op == "close":
             conn.send(("ok", None))
             return
@@ -137,6 +164,8 @@ def _serve(conn, build, shared, version: int, threads: int, trainer: int) -> Non
                 reply = None
             else:
                 raise ValueError(f"unknown request {op!r}")
+        except _Stop:
+            raise
         except BaseException:
             conn.send(("error", traceback.format_exc()))
             continue

@@ -143,6 +143,46 @@ def test_a_killed_trainer_leaves_no_sampler_process(tmp_path):
         proc.wait()
 
 
+RESET_TRAINER = """
+import functools, sys, time, torch
+from recipe.generate_process import ProcessGenerator
+from recipe_helpers import SleepyGenerator
+if __name__ == "__main__":
+    g = ProcessGenerator(functools.partial(SleepyGenerator, 0.0), {"w": torch.zeros(2)})
+    g._conn.send(("generate", ([[1]], 1, {"max_new_tokens": 1})))  # its answer is never read
+    time.sleep(1.0)
+    print(g.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_regression_a_sampler_child_whose_trainer_is_killed_exits_without_a_traceback(tmp_path):
+    """A trainer killed with an answer of its sampler child unread (SIGKILL, or SIGTERM before
+    the trainer handled it) reset the pipe, and the child printed a ConnectionResetError
+    traceback under the trainer's own exit; it now exits quietly, as on a closed pipe."""
+    script = tmp_path / "trainer.py"
+    script.write_text(RESET_TRAINER)
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, env=env,
+    )  # fmt: skip
+    try:
+        child = int(proc.stdout.readline())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        end = time.monotonic() + 30
+        while not gone(child):
+            assert time.monotonic() < end, f"sampler process {child} outlived its trainer"
+            time.sleep(0.1)
+        # the child shares the trainer's stderr: read what it wrote before it exited
+        err = proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "Traceback" not in err, err
+
+
 def test_process_producer_gives_a_staleness_mixture_within_the_bound():
     # A sampler process that takes 50 ms per batch, and a trainer that takes 5 ms per step but
     # stalls 400 ms every 6th step. Each stall lets the producer run ahead to the admission bound
