@@ -6,8 +6,14 @@ one feeds every result to a :class:`rlcurves.race.Race` (trial id -> run, ``time
 the race stops: the ones whose forecast at the budget makes them unlikely to be the winner, with
 the risk of losing it over the whole sweep at most ``alpha`` (spent stop by stop). A trial that
 looks fast early but saturates low is stopped; a late bloomer is kept. A trial that errors leaves
-the race; one that completes stays in it with its forecast. Trials that reach the budget are
-stopped (the budget is the trials' planned length, as ASHA's ``max_t``).
+the race, and comes back to it when Ray retries it (``tune.FailureConfig(max_failures=)``); one
+that completes stays in it with its forecast. Trials that reach the budget are stopped (the budget
+is the trials' planned length, as ASHA's ``max_t``). A trial that reports an infinite metric (a
+diverged run) is stopped and leaves the race; a NaN is a missing evaluation, skipped (with
+``stale_after=``, a trial that reports only NaN for that long counts as silent). A result whose
+``time_attr`` is not past the trial's largest so far (a trial resumed from a checkpoint reports
+some steps again) is left out. After ``tune.Tuner.restore`` the race is rebuilt from every trial's
+``result.json`` (the trials it stopped before count as ended there).
 
 Install with ``pip install 'rlcurves[ray]'`` (Ray Tune: about 40 s and 250 MB on top of the
 library, measured on the project's CPU machines).
@@ -25,8 +31,10 @@ Examples
 
 from __future__ import annotations
 
+import json
 import logging
 import math
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +81,14 @@ class RaceScheduler(FIFOScheduler):
         Built when the metric and mode are known.
     report : RaceReport or None
         The latest report.
+
+    Raises
+    ------
+    RLCurvesError
+        Settings :class:`~rlcurves.race.Race` refuses, a ``mode`` other than "max" or "min",
+        ``higher_is_better=``; when trials are added without a metric and mode; a result that
+        holds the metric but not ``time_attr``, or either as something other than a number; a
+        ``group_by`` that returns None.
     """
 
     def __init__(
@@ -101,6 +117,10 @@ class RaceScheduler(FIFOScheduler):
         self._race_kws = race_kws
         self.race: Race | None = None
         self.report: RaceReport | None = None
+        self._last: dict[str, float] = {}  # trial id -> its largest time_attr in the race
+        self._errored: set[str] = set()  # trials the race failed on on_trial_error
+        self._replaying: set[str] = set()  # restored or retried trials, until they pass _last
+        self._warned: set[str] = set()
 
     def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
         if (self._metric and metric) or (self._mode and mode):
@@ -125,24 +145,35 @@ class RaceScheduler(FIFOScheduler):
         return self.race
 
     def on_trial_add(self, tune_controller, trial) -> None:
-        self._the_race()
+        race = self._the_race()
+        tid = trial.trial_id
+        if tid in self._errored:  # Ray retries it (FailureConfig(max_failures=)): back in the race
+            self._errored.discard(tid)
+            race._known(tid).failed = None
+            self._replaying.add(tid)
+        elif tid not in race.runs and trial.has_reported_at_least_once:
+            self._restore_trial(trial)  # Tuner.restore: its results so far, from its folder
 
     def on_trial_result(self, tune_controller, trial, result: dict) -> str:
-        if self._time_attr not in result or self._metric not in result:
-            return TrialScheduler.CONTINUE
-        compute, reward = result[self._time_attr], result[self._metric]
-        try:
-            compute, reward = float(compute), float(reward)
-        except (TypeError, ValueError):
-            return TrialScheduler.CONTINUE
-        if not (math.isfinite(compute) and math.isfinite(reward)):
-            return TrialScheduler.CONTINUE  # a NaN evaluation: skip it, as Ray's own rules do
         race = self._the_race()
-        group = None if self._group_by is None else str(self._group_by(trial.config))
-        race.update(trial.trial_id, compute, reward, group=group)
+        tid = trial.trial_id
+        point = self._point(trial, result)
+        if point is None:
+            return TrialScheduler.CONTINUE
+        compute, reward = point
+        if math.isinf(reward):  # a diverged run: it leaves the race, and stops
+            why = f"diverged: reported {self._metric}={reward} at {self._time_attr}={compute:g}"
+            if tid in race.runs:
+                race.fail(tid, why)
+            self.report = race.report()
+            logger.warning("RaceScheduler: stopping %s: %s", trial, why)
+            return TrialScheduler.STOP
+        if math.isnan(reward):
+            return TrialScheduler.CONTINUE  # a missing evaluation: skip it
+        self._feed(trial, compute, reward)
         self.report = race.report()
-        if trial.trial_id in self.report.stop:
-            logger.info("RaceScheduler: stopping %s: %s", trial, self.report.advice(trial.trial_id))
+        if tid in self.report.stop:
+            logger.info("RaceScheduler: stopping %s: %s", trial, self.report.advice(tid))
             return TrialScheduler.STOP
         if self._stop_at_budget and compute >= self.budget:
             return TrialScheduler.STOP
@@ -151,14 +182,122 @@ class RaceScheduler(FIFOScheduler):
     def on_trial_error(self, tune_controller, trial) -> None:
         if self.race is not None and trial.trial_id in self.race.runs:
             self.race.fail(trial.trial_id, "the trial errored in Ray Tune")
+            self._errored.add(trial.trial_id)
 
     def on_trial_complete(self, tune_controller, trial, result: dict) -> None:
-        if self.race is not None and trial.trial_id in self.race.runs:
-            self.race.end(trial.trial_id)
+        if self.race is not None:
+            # a result a stopper ended the trial on (RunConfig(stop=...)) reached no on_trial_result
+            point = self._point(trial, result or {})
+            if point is not None and math.isfinite(point[1]):
+                self._feed(trial, *point)
+            if trial.trial_id in self.race.runs:
+                self.race.end(trial.trial_id)
 
     def on_trial_remove(self, tune_controller, trial) -> None:
         if self.race is not None and trial.trial_id in self.race.runs:
             self.race.end(trial.trial_id)
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _point(self, trial, result: dict) -> tuple[float, float] | None:
+        """``(compute, reward)`` of a result, None if it holds no evaluation (no metric, or a
+        None or NaN compute); an RLCurvesError if it holds the metric but no usable compute."""
+        if self._metric not in result or result[self._metric] is None:
+            return None
+        if self._time_attr not in result:
+            keys = sorted(k for k in result if k != self._metric)
+            raise RLCurvesError(
+                f"RaceScheduler: trial {trial.trial_id} reported {self._metric!r} without "
+                f"time_attr {self._time_attr!r} (the compute); the result holds {keys}: pass "
+                "time_attr= the one that counts its compute, or report it"
+            )
+        compute, reward = result[self._time_attr], result[self._metric]
+        try:
+            compute, reward = float(compute), float(reward)
+        except (TypeError, ValueError):
+            raise RLCurvesError(
+                f"RaceScheduler: trial {trial.trial_id} reported {self._metric}={reward!r} at "
+                f"{self._time_attr}={compute!r}: both must be numbers"
+            ) from None
+        if math.isnan(compute):
+            return None
+        return compute, reward
+
+    def _feed(self, trial, compute: float, reward: float) -> None:
+        """Add one evaluation to the race, unless it replays one the race holds (a trial
+        restored from a checkpoint, or restarted, reports again what it reported before)."""
+        tid = trial.trial_id
+        last = self._last.get(tid)
+        if last is not None and compute <= last:
+            if compute < last and tid not in self._replaying and tid not in self._warned:
+                self._warned.add(tid)
+                warnings.warn(
+                    f"RaceScheduler: trial {tid} reported {self._time_attr}={compute:g} after "
+                    f"{last:g}; time_attr must grow within a trial (it is the compute): the "
+                    "results that do not pass its largest so far are left out of the race",
+                    UserWarning,
+                    stacklevel=3,
+                )
+            return
+        self._replaying.discard(tid)
+        self._the_race().update(tid, compute, reward, group=self._group(trial))
+        self._last[tid] = compute
+
+    def _group(self, trial) -> str | None:
+        if self._group_by is None:
+            return None
+        group = self._group_by(trial.config)
+        if group is None:
+            raise RLCurvesError(
+                f"group_by returned None for trial {trial.trial_id} (config {trial.config}); "
+                "it must name the trial's recipe (a str), e.g. its config without the seed"
+            )
+        return str(group)
+
+    def _restore_trial(self, trial) -> None:
+        """A trial of a restored experiment (Tuner.restore): feed the race its results so far,
+        read from its ``result.json``, and how it stood."""
+        from ray.air.constants import EXPR_RESULT_FILE
+        from ray.tune.experiment import Trial
+
+        tid = trial.trial_id
+        try:
+            fs = trial.storage.storage_filesystem
+            with fs.open_input_stream(f"{trial.path}/{EXPR_RESULT_FILE}") as f:
+                lines = f.read().decode().splitlines()
+            results = [json.loads(line) for line in lines if line.strip()]
+        except Exception as exc:  # any failure to read it: say so, and race on
+            warnings.warn(
+                f"RaceScheduler: trial {tid} of the restored experiment has reported before, but "
+                f"its results could not be read ({EXPR_RESULT_FILE} in {trial.path}: {exc}); "
+                "it races on its results from now on",
+                UserWarning,
+                stacklevel=3,
+            )
+            results = []
+        diverged = None
+        for result in results:
+            try:
+                point = self._point(trial, result)
+            except RLCurvesError:
+                continue
+            if point is None or math.isnan(point[1]):
+                continue
+            if math.isinf(point[1]):
+                diverged = f"diverged: reported {self._metric}={point[1]} at {point[0]:g}"
+                break
+            self._feed(trial, *point)
+        race = self._the_race()
+        if tid not in race.runs:
+            return
+        if diverged is not None:
+            race.fail(tid, diverged)
+        elif trial.status == Trial.ERROR:
+            race.fail(tid, "the trial errored in Ray Tune")
+            self._errored.add(tid)
+        elif trial.status == Trial.TERMINATED:
+            race.end(tid)
+        else:
+            self._replaying.add(tid)  # resumed from its checkpoint: it reports some steps again
 
     def debug_string(self) -> str:
         if self.report is None:
