@@ -152,3 +152,65 @@ def test_bad_settings_raise_the_documented_error(kwargs, word):
 
     with pytest.raises(rlcurves.RLCurvesError, match=word):
         ForecastCallback(**kwargs)
+
+
+def test_regression_a_callback_reused_for_another_train_starts_afresh(tmp_path):
+    """A second train() (another run, trainer.hyperparameter_search) kept the first run's
+    Monitor: its evaluations were appended to the first run's, steps 2, 4, ... twice."""
+    from rlcurves.integrations.transformers import ForecastCallback
+
+    trainer = make_trainer(tmp_path, max_steps=10)
+    cb = ForecastCallback(trainer, metric="eval_loss", n_samples=50)
+    trainer.add_callback(cb)
+    trainer.train()
+    trainer.train()
+    assert cb.monitor.points["compute"].tolist() == [2.0, 4.0, 6.0, 8.0, 10.0]
+    assert len(cb.reports) == 5
+
+
+def test_regression_a_resumed_run_keeps_its_earlier_evaluations(tmp_path):
+    """train(resume_from_checkpoint=...) in a new process: the Monitor forecast from the
+    evaluations after the checkpoint only; those in the log history are fed to it."""
+    from rlcurves.integrations.transformers import ForecastCallback
+
+    trainer = make_trainer(tmp_path, max_steps=20)
+    trainer.args.save_strategy, trainer.args.save_steps = "steps", 10
+    trainer.train()
+    resumed = make_trainer(tmp_path, max_steps=20)
+    cb = ForecastCallback(resumed, metric="eval_loss", n_samples=50)
+    resumed.add_callback(cb)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "out" / "checkpoint-10"))
+    assert cb.monitor.points["compute"].tolist() == [float(s) for s in range(2, 21, 2)]
+    evals = [h["eval_loss"] for h in resumed.state.log_history if "eval_loss" in h]
+    assert cb.monitor.points["reward"].tolist() == pytest.approx(evals)
+
+
+def test_regression_the_direction_follows_greater_is_better():
+    """metric_for_best_model names the metric and greater_is_better=False (a perplexity, a
+    word error rate): the callback raced it as higher-is-better (no "loss" in its name)."""
+    from types import SimpleNamespace
+
+    from rlcurves.integrations.transformers import ForecastCallback
+
+    state = SimpleNamespace(max_steps=40, log_history=[])
+    args = SimpleNamespace(max_steps=40, eval_strategy="steps", metric_for_best_model="wer",
+                           greater_is_better=False)  # fmt: skip
+    cb = ForecastCallback(metric="eval_wer")
+    cb.on_train_begin(args, state, None)
+    assert cb.monitor.sign == -1.0
+    cb = ForecastCallback(metric="eval_wer", higher_is_better=True)
+    with pytest.raises(rlcurves.RLCurvesError, match="greater_is_better=False"):
+        cb.on_train_begin(args, state, None)
+
+
+def test_regression_no_evaluation_during_training_warns(tmp_path):
+    """eval_strategy='no': no evaluation, so no forecast and no stop, said nowhere."""
+    from rlcurves.integrations.transformers import ForecastCallback
+
+    trainer = make_trainer(tmp_path, max_steps=4)
+    trainer.args.eval_strategy = "no"
+    cb = ForecastCallback(trainer, metric="eval_loss", stop_when="unlikely")
+    trainer.add_callback(cb)
+    with pytest.warns(UserWarning, match="eval_strategy='no'"):
+        trainer.train()
+    assert cb.reports == []

@@ -71,7 +71,9 @@ class ForecastCallback(TrainerCallback):
         The advice is the monitor's after its hysteresis: a stop is advised only once it has
         held (:class:`rlcurves.decide.Hysteresis`).
     higher_is_better : bool, optional
-        Default: False when the metric's name contains "loss", True otherwise.
+        Default: the trainer's ``greater_is_better`` when its ``metric_for_best_model`` is this
+        metric (with or without ``eval_``), else False when the metric's name contains "loss",
+        True otherwise.
     prefix : str
         Prefix of the logged names.
     **monitor_kws
@@ -81,9 +83,24 @@ class ForecastCallback(TrainerCallback):
     Attributes
     ----------
     monitor : Monitor or None
-        Built when training begins.
+        Built anew each time training begins (a callback reused for another ``train()`` starts
+        afresh); a run resumed from a checkpoint (``train(resume_from_checkpoint=...)``) gets
+        the evaluations its log history holds (with ``compute="steps"`` or a cost per step).
     reports : list of MonitorReport
-        One per evaluation.
+        One per evaluation of the current ``train()``.
+
+    Raises
+    ------
+    RLCurvesError
+        A ``stop_when``, ``compute`` or ``budget`` out of range (when built); when training
+        begins, a run of unknown length without ``budget=``, or ``higher_is_better`` that
+        disagrees with the trainer's ``greater_is_better`` for the same metric.
+
+    Warns
+    -----
+    UserWarning
+        The metric is not among the evaluation metrics (naming those there are);
+        ``eval_strategy="no"`` (nothing to forecast); no ``trainer`` given.
     """
 
     def __init__(
@@ -131,28 +148,40 @@ class ForecastCallback(TrainerCallback):
         self.compute = compute
         self.stop_when = stop_when
         self.prefix = prefix
-        if higher_is_better is None:
-            higher_is_better = "loss" not in metric.lower()
-        self._monitor_kws = dict(
-            baseline=baseline, target=target, higher_is_better=higher_is_better, **monitor_kws
-        )
+        self.higher_is_better = higher_is_better
+        self._monitor_kws = dict(baseline=baseline, target=target, **monitor_kws)
         self.monitor: Monitor | None = None
         self.reports: list = []
         self._warned: set[str] = set()
 
     # ---- trainer events -------------------------------------------------------------------------
     def on_train_begin(self, args, state, control, **kwargs):
-        if self.monitor is None:
-            budget = self.budget
-            if budget is None:
-                steps = state.max_steps or args.max_steps
-                if not steps or steps < 0:
-                    raise RLCurvesError(
-                        "ForecastCallback: the run's length is unknown (max_steps not set); "
-                        "give budget="
-                    )
-                budget = steps * (1.0 if self.compute == "steps" else float(self.compute))
-            self.monitor = Monitor(budget, label=self.metric, **self._monitor_kws)
+        # a new Monitor at every train(): a callback reused for another run (a second train(),
+        # trainer.hyperparameter_search) does not race it on the previous run's evaluations
+        budget = self.budget
+        if budget is None:
+            steps = state.max_steps or args.max_steps
+            if not steps or steps < 0:
+                raise RLCurvesError(
+                    "ForecastCallback: the run's length is unknown (max_steps not set); "
+                    "give budget="
+                )
+            budget = steps * (1.0 if self.compute == "steps" else float(self.compute))
+        self.monitor = Monitor(
+            budget,
+            label=self.metric,
+            higher_is_better=self._direction(args),
+            **self._monitor_kws,
+        )
+        self.reports = []
+        if str(getattr(args, "eval_strategy", "")) == "no":
+            self._warn_once(
+                "no-eval",
+                "ForecastCallback: eval_strategy='no': the trainer never evaluates during "
+                "training, so there is nothing to forecast (nor to stop on); set "
+                "TrainingArguments(eval_strategy='steps', eval_steps=...)",
+            )
+        self._resume(state)
         return control
 
     def on_evaluate(self, args, state, control, metrics=None, **kwargs):
@@ -187,6 +216,52 @@ class ForecastCallback(TrainerCallback):
         return control
 
     # ---- helpers --------------------------------------------------------------------------------
+    def _direction(self, args) -> bool:
+        """Higher is better? The callback's ``higher_is_better``, else the trainer's
+        ``greater_is_better`` when ``metric_for_best_model`` is this metric, else the name."""
+        best = getattr(args, "metric_for_best_model", None)
+        greater = getattr(args, "greater_is_better", None)
+        if best is not None and greater is not None and _bare(best) == _bare(self.metric):
+            if self.higher_is_better is not None and bool(self.higher_is_better) != bool(greater):
+                raise RLCurvesError(
+                    f"ForecastCallback(higher_is_better={self.higher_is_better}) disagrees with "
+                    f"TrainingArguments(metric_for_best_model={best!r}, "
+                    f"greater_is_better={greater}) on the same metric: make them agree (or "
+                    "leave higher_is_better=None to take the trainer's)"
+                )
+            return bool(greater)
+        if self.higher_is_better is not None:
+            return bool(self.higher_is_better)
+        return "loss" not in self.metric.lower()
+
+    def _resume(self, state) -> None:
+        """A run resumed from a checkpoint: feed the Monitor the evaluations its log history
+        holds (``trainer_state.json``), so that it forecasts from the whole run."""
+        steps, values = [], []
+        for record in state.log_history:
+            for key in (self.metric, f"eval_{self.metric}"):
+                if key in record and "step" in record:
+                    try:
+                        step, value = float(record["step"]), float(record[key])
+                    except (TypeError, ValueError):
+                        break
+                    if math.isfinite(value) and math.isfinite(step):
+                        steps.append(step)
+                        values.append(value)
+                    break
+        if not steps:
+            return
+        if self.compute == "flos":
+            self._warn_once(
+                "resume-flos",
+                f"ForecastCallback: the run resumed at step {state.global_step}, but with "
+                "compute='flos' its earlier evaluations are left out (the log history holds no "
+                "FLOPs count per evaluation); compute='steps' or a cost per step keeps them",
+            )
+            return
+        cost = 1.0 if self.compute == "steps" else float(self.compute)
+        self.monitor.update([s * cost for s in steps], values)
+
     def _value(self, metrics: dict) -> float | None:
         for key in (self.metric, f"eval_{self.metric}"):
             if key in metrics:
@@ -211,3 +286,8 @@ class ForecastCallback(TrainerCallback):
         if key not in self._warned:
             self._warned.add(key)
             warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _bare(metric: str) -> str:
+    """A metric's name without the ``eval_`` prefix the trainer adds."""
+    return metric[len("eval_") :] if metric.startswith("eval_") else metric
