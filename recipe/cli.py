@@ -7,7 +7,10 @@ run, and the exit messages. The loop itself is :func:`recipe.train.run`.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -114,7 +117,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         from recipe.train import run
 
-        run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
+        with TermHandler(args.out):
+            run(cfg, args.out, resume=args.resume, stop_after=args.stop_after)
         from recipe import distributed
 
         distributed.end_process()  # a torchrun rank ends here (recipe/distributed.py: why)
@@ -123,12 +127,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except VersionError as err:
         raise SystemExit(f"unsupported version: {err}") from None
     except KeyboardInterrupt:  # Ctrl-C: the run's finally has closed the log and the engines
-        print(
-            f"interrupted: the log and the last checkpoint in {args.out} are kept; continue "
-            "with --resume (rows after the checkpoint are dropped)",
-            file=sys.stderr,
-        )
-        raise SystemExit(130) from None
+        stopped(interrupted(args.out), 130)
+    except Terminated:  # SIGTERM (Slurm, Kubernetes, torchrun): closed the same way
+        stopped(interrupted(args.out, "terminated (SIGTERM)"), 143)
     except GeneratorFailed as err:
         message = (
             f"run stopped: {err}\nthe log and the last checkpoint in {args.out} are intact; "
@@ -139,18 +140,110 @@ def main(argv: Sequence[str] | None = None) -> None:
         raise SystemExit(message) from None
 
 
-def end_now(message: str) -> None:
-    """End the process after a push that failed midway, with exit status 1: threads (and, with
+def interrupted(out: str, what: str = "interrupted") -> str:
+    return (
+        f"{what}: the log and the last checkpoint in {out} are kept; continue with --resume "
+        "(rows after the checkpoint are dropped)"
+    )
+
+
+def stopped(message: str, status: int) -> None:
+    """End after Ctrl-C or SIGTERM: the message (from rank 0 only) and ``status``; a torchrun
+    rank through :func:`end_now` (its interpreter's exit could abort: recipe/distributed.py)."""
+    if os.environ.get("RANK", "0") != "0":
+        message = None
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        end_now(message, status)
+    if message is not None:
+        print(message, file=sys.stderr)
+    raise SystemExit(status) from None
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread wherever it was (:class:`TermHandler`)."""
+
+
+STUCK_SECONDS = 2.0  # a main thread that has not taken SIGTERM by then is blocked in C
+GRACE_SECONDS = 20.0  # the close's limit after SIGTERM (Slurm, Kubernetes, torchrun: ~30 s)
+
+
+class TermHandler:
+    """SIGTERM ends the run as Ctrl-C does: :class:`Terminated` is raised in the main thread
+    wherever it is (a step's checkpoint is written only at its end, so a half-finished step
+    writes none), the run's ``finally`` closes the log and the engines, and the CLI exits 143.
+
+    Python runs signal handlers between bytecodes, so a main thread blocked in C (a torchrun
+    collective waiting for a rank that is gone) would take the signal only when the call
+    returns, and a close may wait on a generate call that is running. A watchdog thread hears
+    the signal as it comes (``signal.set_wakeup_fd``) and ends the process at once (exit 143,
+    the same message) if the handler has not run within ``STUCK_SECONDS``, or if the close takes
+    over ``GRACE_SECONDS``: the scheduler's SIGKILL follows SIGTERM after ~30 s. The log is safe
+    either way (rows are flushed as they are written, checkpoints replaced atomically). A second
+    SIGTERM ends the process at once. Outside the main thread (the API), nothing is installed.
+    """
+
+    def __init__(self, out: str) -> None:
+        self.out, self.pid = out, os.getpid()
+        self.taken, self.done = threading.Event(), threading.Event()
+        self.installed = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> TermHandler:
+        if not self.installed:
+            return self
+        self.previous = signal.signal(signal.SIGTERM, self._handle)
+        read, self.write = os.pipe()
+        os.set_blocking(self.write, False)
+        self.previous_fd = signal.set_wakeup_fd(self.write, warn_on_full_buffer=False)
+        if self.previous_fd != -1:  # someone else's (an event loop): leave it to them
+            signal.set_wakeup_fd(self.previous_fd)
+            os.close(read)
+            return self
+        threading.Thread(target=self._watch, args=(read,), name="sigterm", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if not self.installed:
+            return
+        if self.previous_fd == -1:
+            signal.set_wakeup_fd(-1)
+        os.close(self.write)  # the watchdog's read ends
+        signal.signal(signal.SIGTERM, self.previous)
+
+    def _handle(self, signum, frame) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends the process
+        if os.getpid() != self.pid:  # a forked child that inherited the handler: the default
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        self.taken.set()
+        raise Terminated
+
+    def _watch(self, read: int) -> None:
+        with os.fdopen(read, "rb", buffering=0) as signals:
+            while True:  # the numbers of the signals Python handles, as they come
+                got = signals.read(64)
+                if not got:  # the run ended: __exit__ closed the other end
+                    return
+                if signal.SIGTERM in got:
+                    break
+        if not self.taken.wait(STUCK_SECONDS) or not self.done.wait(GRACE_SECONDS):
+            stopped_now = interrupted(self.out, "terminated (SIGTERM)")
+            end_now(stopped_now if os.environ.get("RANK", "0") == "0" else None, 143)
+
+
+def end_now(message: str | None, status: int = 1) -> None:
+    """End the process now with ``status`` (1: a push that failed midway): threads (and, with
     torchrun, the other ranks) may sit in the weight round's collective, and the interpreter's
     exit would wait for them forever; torchrun stops the other ranks once this one is gone."""
     import logging
-    import os
 
-    print(message, file=sys.stderr)
+    if message is not None:
+        print(message, file=sys.stderr)
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    os._exit(1)
+        if stream is not None:
+            stream.flush()
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -393,7 +393,9 @@ def hand_over(weights: Weights, consume: Callable[[Weights], None] | None, ranks
         try:
             consume(weights)
         except BaseException as err:
-            if ranks.active and weights.started and not weights.finished:
+            # Ctrl-C and SIGTERM end the process anyway (a torchrun rank through os._exit)
+            stopping = not isinstance(err, Exception)
+            if ranks.active and weights.started and not weights.finished and not stopping:
                 from recipe.pipeline import GeneratorFailed
 
                 if not isinstance(err, GeneratorFailed):

@@ -602,3 +602,23 @@ def test_a_sharded_push_gathers_each_parameter_once_in_the_engine_dtype(tmp_path
     assert r0["refused"].startswith("WeightPushError")
     assert r1["refused"].startswith("GeneratorFailed: rank 0 refused the weight push")
     assert r1["refuse_seconds"] < 60
+
+
+@pytest.mark.parametrize("signal_error", [KeyboardInterrupt, "Terminated"])
+def test_regression_a_signal_during_a_sharded_push_ends_the_run_as_a_signal(signal_error):
+    """Ctrl-C or SIGTERM on rank 0 while its generator read a sharded push's stream was wrapped
+    into GeneratorFailed('the weight push failed midway (KeyboardInterrupt())', fatal): the run
+    ended in exit status 1 and 'fix the cause' advice; the signal passes through (the CLI ends
+    a torchrun rank with os._exit either way: 130 or 143 and its line)."""
+    from recipe import cli, distributed
+    from recipe.weights import Weights
+
+    error = cli.Terminated if signal_error == "Terminated" else signal_error
+    weights = Weights.of({"a": torch.zeros(2), "b": torch.zeros(2)})
+
+    def consume(w):
+        for _ in w.items():
+            raise error  # after the stream started, before it finished
+
+    with pytest.raises(error):
+        distributed.hand_over(weights, consume, distributed.Ranks(0, 2, 0))
