@@ -92,6 +92,15 @@ def resolve_config(args: argparse.Namespace) -> Config:
             "checkpoints), new or a run to --resume"
         )
     saved_path = Path(args.out) / "config.yaml"
+    checkpoint = Path(args.out) / "checkpoint.pt"
+    if args.resume and checkpoint.exists() and not saved_path.exists():
+        raise ConfigError(
+            f"--resume: {saved_path} is missing, but {checkpoint} is there: without the run's "
+            "config the check that the resumed run trains the same recipe (every key but "
+            f"{', '.join(RESUMABLE)}) cannot be made. Put the run's config.yaml back (or, if "
+            "you know the config it was trained with, save that as config.yaml there), or "
+            "start a new --out"
+        )
     if args.resume and saved_path.exists():
         saved = config_mod.load(saved_path)
         cfg = config_mod.load(args.config or saved_path, args.set)

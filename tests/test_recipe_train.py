@@ -416,3 +416,29 @@ def test_regression_sigterm_ends_a_process_blocked_in_c_promptly(tmp_path):
         proc.wait()
     assert proc.returncode == 143, err
     assert "terminated (SIGTERM): the log and the last checkpoint in " in err
+
+
+def test_regression_resume_without_the_runs_config_yaml_is_a_config_error(
+    tmp_path, init_dir, capsys
+):
+    """--resume into a folder whose config.yaml is gone but whose checkpoint.pt is there
+    skipped the check that the resumed run has the run's config and continued with whatever
+    config was given (the built-in defaults without --config); it is a config error that says
+    what is missing and what to do, and leaves the folder as it is."""
+    cfg = tiny_cfg(init_dir, steps=3)
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(C.to_yaml(cfg))
+    out = tmp_path / "run"
+    cli.main(["--config", str(cfg_path), "--out", str(out), "--stop-after", "2"])
+    (out / "config.yaml").unlink()
+    log = (out / "log.jsonl").read_bytes()
+    for given in (["--config", str(cfg_path), "--set", "loss=dapo"], []):
+        with pytest.raises(SystemExit, match=r"config error: --resume: .*config\.yaml is "
+                           r"missing, but .*checkpoint\.pt is there.*Put the run's config\.yaml "
+                           "back.*or start a new --out"):  # fmt: skip
+            cli.main([*given, "--out", str(out), "--resume"])
+    assert (out / "log.jsonl").read_bytes() == log and not (out / "config.yaml").exists()
+    (out / "config.yaml").write_text(C.to_yaml(cfg))  # put back: the run resumes
+    cli.main(["--out", str(out), "--resume"])
+    rows = recipe_helpers.read_log(out / "log.jsonl")
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3]
