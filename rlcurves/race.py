@@ -700,6 +700,11 @@ class Race:
         run = self._known(name)
         run.failed = str(reason) or "failed"
 
+    def revive(self, name: str) -> None:
+        """Take back :meth:`fail`: a run that reports again (a trial retried from its checkpoint)
+        is back in the race with every point it had, as if it had not failed."""
+        self._known(name).failed = None
+
     def end(self, name: str) -> None:
         """Mark a run as ended by its own trainer (it will not report again): it stays in the
         race with its forecast at the budget, and is not to be stopped."""

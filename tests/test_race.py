@@ -181,6 +181,13 @@ def test_race_crashed_and_silent_runs_leave_the_race():
     assert rep.leader == "mid" and not rep.stop
     race.update("loser", 21, reward("loser", 21)[0])  # it reports again: back in the race
     assert race.report().table.set_index("run").loc["loser", "advice"] != "silent"
+    race.revive("fast")  # a retried trial: back in the race with the points it had...
+    assert race.report().table.set_index("run").loc["fast", "advice"] == "silent"
+    race.update("fast", 21, reward("fast", 21)[0])  # ...and racing once it reports again
+    t = race.report().table.set_index("run")
+    assert t.loc["fast", "advice"] != "failed" and np.isfinite(t.loc["fast", "p_best"])
+    with pytest.raises(RLCurvesError, match="no run 'nope'"):
+        race.revive("nope")
 
 
 def test_race_lower_is_better():

@@ -149,7 +149,7 @@ class RaceScheduler(FIFOScheduler):
         tid = trial.trial_id
         if tid in self._errored:  # Ray retries it (FailureConfig(max_failures=)): back in the race
             self._errored.discard(tid)
-            race._known(tid).failed = None
+            race.revive(tid)
             self._replaying.add(tid)
         elif tid not in race.runs and trial.has_reported_at_least_once:
             self._restore_trial(trial)  # Tuner.restore: its results so far, from its folder
