@@ -345,6 +345,8 @@ def validate(cfg: Config) -> Config:
             f"{cfg.val_prompts} exceed the {space} distinct problems of {cfg.digits}-digit "
             f"addition (task={cfg.task}); lower them or raise 'digits'"
         )
+    if cfg.task in TASKS[:3] and cfg.prompts_per_step > cfg.train_prompts:
+        raise ConfigError(too_few_prompts(cfg, cfg.train_prompts))
     if cfg.task in ("addition", "addition_lsb") and cfg.max_new_tokens < cfg.digits + 2:
         raise ConfigError(
             f"config key 'max_new_tokens' = {cfg.max_new_tokens} cannot hold a {cfg.digits + 1}"
@@ -358,6 +360,21 @@ def validate(cfg: Config) -> Config:
             f"EOS); use at least chain_terms x 2 x digits = {need}"
         )
     return cfg
+
+
+def too_few_prompts(cfg: Config, train: int) -> str:
+    """The refusal of a batch larger than the task's training prompts (``train`` of them)."""
+    more = (
+        "raise 'train_prompts'" if cfg.task in TASKS[:3]
+        else "give the task more (a longer task_data file)" if cfg.task == "gsm8k"
+        else "give the task more"
+    )  # fmt: skip
+    return (
+        f"config key 'prompts_per_step' = {cfg.prompts_per_step} exceeds the task's {train} "
+        f"training prompts (task={cfg.task}): every batch would hold some prompts twice or "
+        f"more, and each step would be more than an epoch; lower prompts_per_step to at most "
+        f"{train}, or {more}"
+    )
 
 
 def inert_settings(cfg: Config) -> list[str]:

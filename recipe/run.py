@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from recipe import config as config_mod
 from recipe import distributed
 from recipe.config import Config, ConfigError
 from recipe.forward import resolve_device
@@ -64,6 +65,8 @@ def setup(cfg: Config, out: Path, ranks: distributed.Ranks = distributed.SINGLE)
     """
     device = distributed.rank_device(resolve_device(cfg.device), ranks)
     task = load_task(cfg)
+    if len(task.train_prompts()) < cfg.prompts_per_step:  # known once the task has loaded
+        raise ConfigError(config_mod.too_few_prompts(cfg, len(task.train_prompts())))
     init = Path(cfg.init) if cfg.init is not None else out / "init"
     if cfg.init is not None and not (init / "config.json").is_file():
         what = "no such folder" if not init.exists() else "no config.json in it"

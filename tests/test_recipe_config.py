@@ -294,3 +294,23 @@ def test_regression_a_seed_too_large_for_torch_is_a_config_error():
     from recipe.curriculum import PromptPool
 
     PromptPool(3, seed=2**32 - 1).next_batch(5)  # the largest seed's derived seeds fit
+
+
+@pytest.mark.parametrize("task", ["addition", "addition_lsb", "addition_chain"])
+def test_regression_prompts_per_step_over_the_training_prompts_is_a_config_error(task, tmp_path):
+    """prompts_per_step larger than the training prompts (--set train_prompts=20 with the
+    default 32 per step) trained on batches that held some prompts twice, every step more than
+    an epoch, without a word; it is a config error naming both keys, before anything is
+    written (the tasks whose count is known only once loaded: tests/test_recipe_tasks.py)."""
+    from recipe.cli import main
+
+    extra = ["max_new_tokens=96"] if task == "addition_chain" else []
+    with pytest.raises(ConfigError) as err:
+        C.load(None, [f"task={task}", "train_prompts=20", *extra])
+    assert "'prompts_per_step' = 32 exceeds the task's 20 training prompts" in str(err.value)
+    assert "lower prompts_per_step to at most 20, or raise 'train_prompts'" in str(err.value)
+    sets = [f"task={task}", "train_prompts=20", "prompts_per_step=21", *extra]
+    with pytest.raises(SystemExit, match="config error: config key 'prompts_per_step' = 21"):
+        main(["--out", str(tmp_path / "run"), *(a for item in sets for a in ("--set", item))])
+    assert not (tmp_path / "run").exists()
+    assert C.load(None, [f"task={task}", "train_prompts=20", "prompts_per_step=20", *extra])

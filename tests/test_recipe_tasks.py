@@ -156,3 +156,25 @@ def test_regression_a_malformed_task_data_file_is_a_task_error(tmp_path):
             "--out", str(tmp_path / "run"), "--set", f"init={folder}", "--set", "task=gsm8k",
             "--set", f"task_data={tmp_path / 'array.json'}",
         ])  # fmt: skip
+
+
+def test_regression_prompts_per_step_over_a_tasks_training_prompts_is_a_config_error(tmp_path):
+    """A gsm8k task_data or a user task with fewer training prompts than prompts_per_step (the
+    default 32 with a small file) trained on batches that held some prompts twice or more,
+    without a word; it is a config error once the task is loaded, before the model is."""
+    cfg_path = tmp_path / "c.yaml"
+    for spec, extra, train in (
+        ("gsm8k", {"task_data": str(FIXTURE), "val_prompts": 3}, 9),
+        (f"{recipe_helpers.DIGIT_TASK}:DigitTask", {}, 6),
+    ):
+        cfg = recipe_helpers.hf_cfg(tmp_path / "no-model", task=spec, **extra)
+        cfg_path.write_text(recipe_helpers.C.to_yaml(cfg))
+        with pytest.raises(SystemExit) as err:
+            cli.main(["--config", str(cfg_path), "--out", str(tmp_path / "run"),
+                      "--set", f"prompts_per_step={train + 1}"])  # fmt: skip
+        assert str(err.value).startswith(
+            f"config error: config key 'prompts_per_step' = {train + 1} exceeds the task's "
+            f"{train} training prompts (task={spec})"
+        )
+        assert f"lower prompts_per_step to at most {train}, or give the task more" in str(err.value)
+        assert not (tmp_path / "run" / "log.jsonl").exists()
