@@ -72,6 +72,7 @@ the checkpoint and the kill is not counted, and no log row written after the che
 from __future__ import annotations
 
 import os
+import shutil
 import time
 import warnings
 from dataclasses import dataclass
@@ -602,8 +603,13 @@ def run(cfg: Config, out: str | Path, *, resume: bool = False, stop_after: int |
                 return
         if start < cfg.steps or not (out / "final" / "config.json").exists():
             weights = distributed.full_state_dict(s.model, ranks)  # all ranks take part
-            if ranks.main:
-                save_policy(s.model, s.tokenizer, out / "final", state_dict=weights)
+            if ranks.main:  # beside, then renamed: a kill mid-save leaves no half a folder,
+                # which a --resume after the last checkpoint would take for the saved model
+                tmp = out / "final.tmp"
+                shutil.rmtree(tmp, ignore_errors=True)
+                save_policy(s.model, s.tokenizer, tmp, state_dict=weights)
+                shutil.rmtree(out / "final", ignore_errors=True)
+                os.replace(tmp, out / "final")
     finally:
         if rollouts is not None:
             rollouts.close()

@@ -442,3 +442,30 @@ def test_regression_resume_without_the_runs_config_yaml_is_a_config_error(
     cli.main(["--out", str(out), "--resume"])
     rows = recipe_helpers.read_log(out / "log.jsonl")
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3]
+
+
+def test_regression_a_kill_while_the_final_model_is_saved_leaves_it_for_resume(
+    tmp_path, init_dir, monkeypatch
+):
+    """A run stopped while it wrote final/ (SIGTERM, Ctrl-C, a kill after the last checkpoint)
+    left config.json without the weights there, and --resume, seeing final/config.json, kept
+    that half folder as the trained model; final/ is now written beside and renamed, and the
+    resume saves it whole."""
+    real = T.save_policy
+
+    def stopped_midway(model, tokenizer, out, state_dict=None):
+        model.config.save_pretrained(out)  # transformers writes config.json first
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(T, "save_policy", stopped_midway)
+    cfg = tiny_cfg(init_dir, steps=2, eval_every=2)
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text(C.to_yaml(cfg))
+    out = tmp_path / "run"
+    with pytest.raises(SystemExit) as err:
+        cli.main(["--config", str(cfg_path), "--out", str(out)])
+    assert err.value.code == 130
+    monkeypatch.setattr(T, "save_policy", real)
+    cli.main(["--config", str(cfg_path), "--out", str(out), "--resume"])
+    assert (out / "final" / "model.safetensors").is_file()
+    assert not (out / "final.tmp").exists()
