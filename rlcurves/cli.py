@@ -213,7 +213,11 @@ def _add_log_args(p: argparse.ArgumentParser) -> None:
         help="reward column (default: detected, e.g. val_pass_rate); several, or '*' for every "
         "numeric column, read a wide table (one column per model or variant) as one curve each",
     )
-    p.add_argument("--run", help="run/seed column, for files holding several runs")
+    p.add_argument(
+        "--run",
+        help="the column that splits a file of several runs (a run or seed column); for a file "
+        "of one run, its name",
+    )
     p.add_argument(
         "--format",
         default="auto",

@@ -398,3 +398,19 @@ def test_regression_describe_log_of_a_path_and_read_log_with_a_number_for_a_colu
                       ({"run": 1}, "run=")):  # fmt: skip
         with pytest.raises(RLCurvesError, match=f"{word} takes a column name"):
             read_log("example:simulated_scalerl_8b", **kws)
+
+
+def test_regression_run_naming_no_column_near_a_seed_column_says_the_seeds_are_merged(tmp_path):
+    # --run sed (for the column 'seed') read the file as one run named 'sed', its seeds merged
+    # into one curve (half the points dropped as repeated steps), without a word
+    table = "step,gpu_hours,seed,val_pass_rate\n1,1,0,0.1\n2,2,0,0.2\n1,1,1,0.15\n2,2,1,0.25\n"
+    (tmp_path / "seeds.csv").write_text(table)
+    with pytest.warns(UserWarning, match=r"run='sed' names no column.*pass run='seed'"):
+        read_log(tmp_path / "seeds.csv", run="sed")
+    assert read_log(tmp_path / "seeds.csv", run="seed")["run"].nunique() == 2
+    (tmp_path / "one.csv").write_text("step,gpu_hours,val_pass_rate\n1,1,0.1\n2,2,0.2\n")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a name for a file of one run: no warning
+        assert read_log(tmp_path / "one.csv", run="stepper")["run"].iloc[0] == "stepper"

@@ -172,6 +172,31 @@ def _check_column_names(**given: object) -> None:
         raise RLCurvesError(f"{key}= takes {takes} (str), got {value!r}", **{key: value})
 
 
+def _warn_if_a_column_was_meant(raw: RawLog, name: str, stacklevel: int) -> None:
+    """``run=`` that names no column is the run's name; when it is a near miss of a column that
+    holds several values (``'sed'`` for ``'seed'``), the runs in that column would be read as one
+    without a word: say so."""
+    import difflib
+
+    from .columns import FLOPS_NAMES, GPU_HOURS_NAMES
+
+    axes = {norm(n) for n in (*STEP_NAMES, *GPU_HOURS_NAMES, *FLOPS_NAMES, *SECONDS_NAMES)}
+    frame = raw.frame
+    columns = [  # what could hold run names: repeated values, not a step, clock or compute axis
+        str(c) for c in frame.columns
+        if norm(c) not in axes and 1 < frame[c].nunique() <= len(frame) // 2
+    ]  # fmt: skip
+    close = difflib.get_close_matches(name, columns, n=1, cutoff=0.75)
+    if close:
+        warnings.warn(
+            f"{raw.source}: run={name!r} names no column, so the file is read as one run named "
+            f"{name!r}; its column {close[0]!r} holds {raw.frame[close[0]].nunique()} values: "
+            f"pass run={close[0]!r} to read one run per value.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+
+
 def _check_paths(paths: Sequence[PathLike]) -> list[Path | str]:
     out: list[Path | str] = []
     for item in paths:
@@ -368,6 +393,7 @@ def read_logs(
                 raws.extend(_split_runs(raw, raw.run_column))
             else:
                 if name is not None:
+                    _warn_if_a_column_was_meant(raw, name, _stacklevel + 1)
                     raw.run = name
                 raws.append(raw)
     _unique_run_names(raws)
