@@ -564,7 +564,7 @@ def test_a_sharded_push_gathers_each_parameter_once_in_the_engine_dtype(tmp_path
     folder = recipe_helpers.build_hf_folder("qwen2", tmp_path / "model")
     cfg = recipe_helpers.hf_cfg(folder)
     values = {f: getattr(cfg, f) for f in ("init", "task", "chat_template", "val_prompts",
-                                            "threads", "device")}  # fmt: skip
+                                            "prompts_per_step", "threads", "device")}  # fmt: skip
     script = tmp_path / "push.py"
     script.write_text(SHARDED_PUSH)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}

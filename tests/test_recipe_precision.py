@@ -11,6 +11,7 @@ import recipe_helpers
 import torch
 
 from recipe import train as T
+from recipe.config import ConfigError
 from recipe.forward import completion_logprobs, head_logits, resolve_device
 from recipe.generate import TorchGenerator
 from recipe.model import encode_prompts, load_policy, stop_token_ids
@@ -191,5 +192,5 @@ def test_device_auto_is_cpu_without_cuda_and_cuda_is_refused():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present: scripts/gpu_check.sh covers it")
     assert resolve_device("auto").type == "cpu"
-    with pytest.raises(RuntimeError, match="CUDA"):
+    with pytest.raises(ConfigError, match="CUDA"):  # a config error naming the key (de227a7)
         resolve_device("cuda")
