@@ -184,18 +184,3 @@ def check_resamples(name: str, value: object) -> None:
     bootstrap's own check names its ``n``, which callers spell ``n_samples`` or ``n_boot``)."""
     if not isinstance(value, (int, np.integer)) or value < 2:
         raise RLCurvesError(f"{name}= must be an integer >= 2 resamples, got {value!r}")
-
-
-def check_fractions(fractions: object, what: str = "numbers") -> list[float]:
-    """``fractions=`` as a list of floats in (0, 1), one number being one fraction, or an
-    RLCurvesError in the keyword's words (``what`` says what they are fractions of)."""
-    values = [fractions] if isinstance(fractions, (int, float, np.number)) else fractions
-    try:
-        out = [float(f) for f in values]  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        out = []
-    if not out or any(not 0 < f < 1 for f in out):
-        raise RLCurvesError(
-            f"fractions= must be {what} in (0, 1), e.g. (0.25, 0.5); got {fractions!r}"
-        )
-    return out

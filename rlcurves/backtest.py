@@ -20,7 +20,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
-from ._data import check_fractions, check_resamples, resolve_xy
+from ._data import check_resamples, resolve_xy
 from ._format import format_compute, units_of
 from ._samples import parameter_samples, tails
 from .errors import RLCurvesError
@@ -151,6 +151,21 @@ class Backtest:
         return plot_backtest(self, ax=ax, **kwargs)
 
 
+def checked_fractions(fractions: float | Sequence[float]) -> list[float]:
+    """``fractions=`` as a list of floats in (0, 1) (one number is one prefix), or an
+    RLCurvesError in the keyword's words."""
+    values = [fractions] if isinstance(fractions, (int, float, np.number)) else fractions
+    try:
+        out = [float(f) for f in values]
+    except (TypeError, ValueError):
+        out = []
+    if not out or any(not 0 < f < 1 for f in out):
+        raise RLCurvesError(
+            f"fractions= must be numbers in (0, 1), e.g. (0.25, 0.5); got {fractions!r}"
+        )
+    return out
+
+
 def backtest(
     compute: ArrayLike | str,
     reward: ArrayLike | str,
@@ -217,7 +232,7 @@ def backtest(
     from .forecast import forecast
 
     q_lo, q_hi = tails(level)
-    fractions = check_fractions(fractions)
+    fractions = checked_fractions(fractions)
     check_resamples("n_samples", n_samples)
     c, r, _ = resolve_xy(compute, reward, data)
     final = float(c.max())

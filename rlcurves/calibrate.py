@@ -49,7 +49,7 @@ import pandas as pd
 from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
-from ._data import check_fractions, check_seed
+from ._data import check_seed
 from .conformal import (
     TailMap,
     cross_family_pvalues,
@@ -929,6 +929,21 @@ class Calibration:
         )
 
 
+def _checked_fractions(fractions: Any) -> tuple[float, ...]:
+    """``fractions=`` as a tuple of floats in (0, 1), at least one, or an RLCurvesError."""
+    values = (fractions,) if isinstance(fractions, (int, float, np.number)) else fractions
+    try:
+        out = tuple(float(f) for f in values)
+    except (TypeError, ValueError):
+        out = ()
+    if not out or any(not 0 < f < 1 for f in out):
+        raise RLCurvesError(
+            f"fractions= must be fractions of each run's compute in (0, 1), e.g. (0.25, 0.5); "
+            f"got {fractions!r}"
+        )
+    return out
+
+
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
         raise RLCurvesError(f"level= must be in (0, 1), e.g. 0.9 for 90%; got {level}")
@@ -1251,7 +1266,7 @@ def calibrate(
         runs = {str(k): g for k, g in runs.groupby(run, sort=True)}
     if not isinstance(runs, dict) or len(runs) < 2:
         raise RLCurvesError("calibrate needs at least 2 finished runs (a dict of frames)")
-    fractions = tuple(check_fractions(fractions, "fractions of each run's compute"))
+    fractions = _checked_fractions(fractions)
     check_seed(seed, allow_none=False)
     if not isinstance(n_boot, (int, np.integer)) or n_boot < 2:
         # fewer leaves the model part of every record's variance 0: a calibration too narrow

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._data import check_seed
 from .errors import RLCurvesError
 from .predictive import Predictive
 
@@ -245,7 +244,8 @@ def forecast(
             "run first: fit = rlcurves.fit_sigmoid('compute', 'reward', data=df)"
         )
     _tails(level)
-    check_seed(seed)
+    if seed is not None and not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise RLCurvesError(f"seed= takes a non-negative integer or None, got {seed!r}", seed=seed)
     scalar = np.ndim(at) == 0
     try:
         c = np.atleast_1d(np.asarray(at, dtype=float))

@@ -144,8 +144,7 @@ def build_report(
     """
     import matplotlib.pyplot as plt
 
-    from ._data import check_fractions
-    from .backtest import backtest
+    from .backtest import backtest, checked_fractions
     from .compare import compare
     from .fit import fit_sigmoid
     from .forecast import forecast
@@ -160,7 +159,7 @@ def build_report(
             raise RLCurvesError(
                 f"budget= must be a positive compute value to forecast every run at, got {budget}"
             )
-    fractions = check_fractions(fractions)
+    fractions = checked_fractions(fractions)
     check_resamples("n_samples", n_samples)
     names = list(runs)
     if baseline is not None and baseline not in names:
